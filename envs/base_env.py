@@ -1,0 +1,243 @@
+"""The environment API, shaped like ML-Agents' low-level Python API.
+
+An environment holds one or more *behaviors*; each behavior has many *agents*. Every
+`step()` all agents of every behavior that are alive request a decision. After `step()`:
+
+* agents whose episode ended in that step appear in ``TerminalSteps`` (with their final
+  observation, last reward and ``interrupted`` = "ended by a time limit, not a true
+  terminal state");
+* agents that need an action appear in ``DecisionSteps``. An agent that terminated is reset
+  by the environment and shows up again in ``DecisionSteps`` under a **new agent id**.
+
+Observations are float32; visual observations are ``[H, W, C]`` in ``[0, 1]``.
+``action_mask`` follows ML-Agents: one ``[n_agents, branch_size]`` bool array per discrete
+branch, ``True`` meaning the action is *not* available.
+"""
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+
+class ObservationKind(str, enum.Enum):
+    """Vector observations are flat ``[size]``; visual ones are images ``[H, W, C]``."""
+
+    VECTOR = "vector"
+    VISUAL = "visual"
+
+
+@dataclass(frozen=True)
+class ObservationSpec:
+    """One observation of a behavior.
+
+    Attributes:
+        shape: per-agent shape, ``(size,)`` for vector, ``(H, W, C)`` for visual.
+        name: a human-readable name (sensor name in Unity).
+        kind: vector or visual.
+    """
+
+    shape: Tuple[int, ...]
+    name: str = "obs"
+    kind: ObservationKind = ObservationKind.VECTOR
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        object.__setattr__(self, "kind", ObservationKind(self.kind))
+        if self.kind == ObservationKind.VISUAL and len(self.shape) != 3:
+            raise ValueError(f"visual observation {self.name!r} needs shape (H, W, C), got {self.shape}")
+        if self.kind == ObservationKind.VECTOR and len(self.shape) != 1:
+            raise ValueError(f"vector observation {self.name!r} needs shape (size,), got {self.shape}")
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """Continuous and/or discrete actions (hybrid when both are present).
+
+    Attributes:
+        continuous_size: number of continuous action dimensions (values in [-1, 1]).
+        discrete_branches: size of each discrete branch, e.g. ``(3, 2)``.
+    """
+
+    continuous_size: int = 0
+    discrete_branches: Tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "continuous_size", int(self.continuous_size))
+        object.__setattr__(self, "discrete_branches", tuple(int(b) for b in self.discrete_branches))
+
+    @property
+    def discrete_size(self) -> int:
+        """Number of discrete branches."""
+        return len(self.discrete_branches)
+
+    @property
+    def is_continuous(self) -> bool:
+        return self.continuous_size > 0
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.discrete_size > 0
+
+    def empty_action(self, n_agents: int) -> "ActionTuple":
+        """Zeros for ``n_agents`` agents."""
+        return ActionTuple(
+            continuous=np.zeros((n_agents, self.continuous_size), dtype=np.float32),
+            discrete=np.zeros((n_agents, self.discrete_size), dtype=np.int32),
+        )
+
+    def random_action(self, n_agents: int, rng: np.random.Generator) -> "ActionTuple":
+        """Uniform random actions: continuous in [-1, 1], discrete uniform per branch."""
+        cont = rng.uniform(-1.0, 1.0, size=(n_agents, self.continuous_size)).astype(np.float32)
+        disc = np.zeros((n_agents, self.discrete_size), dtype=np.int32)
+        for i, b in enumerate(self.discrete_branches):
+            disc[:, i] = rng.integers(0, b, size=n_agents)
+        return ActionTuple(continuous=cont, discrete=disc)
+
+
+@dataclass(frozen=True)
+class BehaviorSpec:
+    """What a behavior observes and how it acts."""
+
+    observation_specs: Tuple[ObservationSpec, ...]
+    action_spec: ActionSpec
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "observation_specs", tuple(self.observation_specs))
+
+
+@dataclass
+class ActionTuple:
+    """Actions for a batch of agents.
+
+    Attributes:
+        continuous: ``[n_agents, continuous_size]`` float32.
+        discrete: ``[n_agents, num_branches]`` int32.
+    """
+
+    continuous: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    discrete: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
+
+    def __post_init__(self) -> None:
+        self.continuous = np.asarray(self.continuous, dtype=np.float32)
+        self.discrete = np.asarray(self.discrete, dtype=np.int32)
+        if self.continuous.ndim == 1:
+            self.continuous = self.continuous.reshape(-1, 1) if self.continuous.size else self.continuous.reshape(0, 0)
+        if self.discrete.ndim == 1:
+            self.discrete = self.discrete.reshape(-1, 1) if self.discrete.size else self.discrete.reshape(0, 0)
+
+    def __len__(self) -> int:
+        return max(self.continuous.shape[0], self.discrete.shape[0])
+
+    def subset(self, index: np.ndarray) -> "ActionTuple":
+        """Rows ``index`` of both parts (continuous/discrete may be empty)."""
+        cont = self.continuous[index] if self.continuous.size else self.continuous
+        disc = self.discrete[index] if self.discrete.size else self.discrete
+        return ActionTuple(continuous=cont, discrete=disc)
+
+
+@dataclass
+class DecisionSteps:
+    """Agents of one behavior that need an action now.
+
+    Attributes:
+        obs: one array per observation spec, ``[n_agents, *shape]`` float32.
+        reward: ``[n_agents]`` float32, reward received since the last decision.
+        agent_id: ``[n_agents]`` int32.
+        action_mask: ``None`` or one ``[n_agents, branch_size]`` bool array per discrete
+            branch; ``True`` = action unavailable.
+    """
+
+    obs: List[np.ndarray]
+    reward: np.ndarray
+    agent_id: np.ndarray
+    action_mask: Optional[List[np.ndarray]] = None
+
+    def __len__(self) -> int:
+        return int(self.agent_id.shape[0])
+
+    @staticmethod
+    def empty(spec: BehaviorSpec) -> "DecisionSteps":
+        return DecisionSteps(
+            obs=[np.zeros((0,) + o.shape, np.float32) for o in spec.observation_specs],
+            reward=np.zeros(0, np.float32),
+            agent_id=np.zeros(0, np.int32),
+            action_mask=None,
+        )
+
+
+@dataclass
+class TerminalSteps:
+    """Agents of one behavior whose episode ended in the last step.
+
+    Attributes:
+        obs: final observations, one ``[n_agents, *shape]`` float32 array per spec.
+        reward: ``[n_agents]`` float32, the last reward of the episode.
+        interrupted: ``[n_agents]`` bool; True when a time limit ended the episode (the
+            state is not terminal, so value targets bootstrap).
+        agent_id: ``[n_agents]`` int32.
+    """
+
+    obs: List[np.ndarray]
+    reward: np.ndarray
+    interrupted: np.ndarray
+    agent_id: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.agent_id.shape[0])
+
+    @staticmethod
+    def empty(spec: BehaviorSpec) -> "TerminalSteps":
+        return TerminalSteps(
+            obs=[np.zeros((0,) + o.shape, np.float32) for o in spec.observation_specs],
+            reward=np.zeros(0, np.float32),
+            interrupted=np.zeros(0, bool),
+            agent_id=np.zeros(0, np.int32),
+        )
+
+
+class BaseEnv(ABC):
+    """An environment with one or more behaviors, each with one or more agents."""
+
+    @property
+    @abstractmethod
+    def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
+        """Behavior name -> spec. Fixed for the lifetime of the env."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Start new episodes for every agent."""
+
+    @abstractmethod
+    def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
+        """The agents of ``behavior_name`` that need a decision / just terminated."""
+
+    @abstractmethod
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        """Actions for the agents of the last ``DecisionSteps``, in the same order."""
+
+    @abstractmethod
+    def step(self) -> None:
+        """Advance the simulation one step with the actions set."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release resources. Idempotent."""
+
+    def __enter__(self) -> "BaseEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+StepResult = Dict[str, Tuple[DecisionSteps, TerminalSteps]]
+
+
+def all_steps(env: BaseEnv, behavior_names: Optional[Sequence[str]] = None) -> StepResult:
+    """``get_steps`` for every behavior (or those named), as one dict."""
+    names = list(env.behavior_specs) if behavior_names is None else list(behavior_names)
+    return {name: env.get_steps(name) for name in names}

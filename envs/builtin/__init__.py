@@ -1,0 +1,17 @@
+"""Deterministic built-in test environments (FACTS section 4).
+
+* `Simple`: move to the goal shown in the observations (vector and/or visual, continuous,
+  discrete or hybrid actions, several agents and behaviors).
+* `Memory`: `Simple` with the goal hidden after two steps (needs an LSTM).
+* `Chain`: sparse reward at the far end of a chain (needs exploration, e.g. curiosity).
+
+Every env draws from one seeded ``np.random.Generator`` and has
+``expert_action(behavior_name, decision_steps)`` (scripted optimal actions, for demos) and
+``optimal_return()``. `CrashEnv` (``builtin:_Crash``) fails on purpose, for manager tests.
+"""
+from envs.builtin._base import BuiltinEnv
+from envs.builtin.chain import Chain
+from envs.builtin.crash import CrashEnv
+from envs.builtin.simple import Memory, Simple
+
+__all__ = ["BuiltinEnv", "Chain", "CrashEnv", "Memory", "Simple"]

@@ -1,0 +1,312 @@
+"""Gymnasium adapter: ``agents_per_env`` copies of one Gymnasium env as one behavior.
+
+`GymEnv("CartPole-v1", agents_per_env=16, seed=0)` makes 16 copies with
+``gymnasium.make`` and steps them in a loop in this process; copy ``k`` is agent row ``k``
+of the behavior named by the Gymnasium id (``"CartPole-v1"``).
+
+Spaces:
+
+* observation ``Box`` of rank 3 (``[H, W, C]``) -> one visual observation; ``uint8``
+  images are scaled to [0, 1] float32, other dtypes are passed as float32 unchanged;
+  ``Box`` of any other rank -> one vector observation (flattened); ``Discrete(n)`` ->
+  a one-hot vector of size n.
+* action ``Box`` -> continuous actions (flattened). The trainer's actions in [-1, 1] are
+  clipped to [-1, 1] and rescaled linearly to ``[low, high]``; a dimension with an
+  infinite bound gets the raw action instead. ``Discrete(n)`` -> one branch of size n;
+  ``MultiDiscrete(nvec)`` -> one branch per entry (``start`` offsets are added).
+* anything else raises `EnvError`.
+
+Episodes: ``terminated`` -> `TerminalSteps` with ``interrupted=False``; ``truncated``
+(and not terminated) -> ``interrupted=True``. The copy is reset at once and the agent comes
+back in `DecisionSteps` under a new id with reward 0. The first ``reset()`` seeds copy k
+with ``seed + k``; later resets continue the copies' own generators, so a run is
+reproducible from ``seed``.
+
+This is the hot path of Gymnasium training: the step loop touches each copy once, and the
+batch arrays are built once per step (they are fresh arrays, so callers may keep them).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorSpec,
+    DecisionSteps,
+    ObservationKind,
+    ObservationSpec,
+    TerminalSteps,
+)
+from envs.exceptions import EnvError
+
+ObsConverter = Callable[[Sequence[Any]], np.ndarray]
+
+
+def _make(gym_id: str, make_kwargs: Mapping[str, Any]) -> Any:
+    """``gymnasium.make`` with one-line `EnvError`s for what the user can fix."""
+    import gymnasium
+    from gymnasium import error as gym_error
+
+    try:
+        return gymnasium.make(gym_id, **make_kwargs)
+    except gym_error.UnregisteredEnv as e:  # NameNotFound, VersionNotFound, NamespaceNotFound
+        raise EnvError(f"gym:{gym_id}: not a registered Gymnasium environment id ({_one_line(e)})") from e
+    except gym_error.DeprecatedEnv as e:
+        raise EnvError(f"gym:{gym_id}: {_one_line(e)}") from e
+    except gym_error.DependencyNotInstalled as e:
+        raise EnvError(f"gym:{gym_id}: a dependency is missing: {_one_line(e)}") from e
+    except ModuleNotFoundError as e:
+        if ":" in gym_id and e.name and gym_id.startswith(e.name.split(".")[0]):
+            raise EnvError(f"gym:{gym_id}: cannot import module {e.name!r} to register the env") from e
+        raise
+    except TypeError as e:
+        # Only the "wrong keyword" case is the user's; any other TypeError is a bug to see.
+        if "keyword argument" in str(e):
+            raise EnvError(f"gym:{gym_id}: gymnasium.make rejected env_args: {_one_line(e)}") from e
+        raise
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _obs_adapter(gym_id: str, space: Any) -> Tuple[ObservationSpec, ObsConverter]:
+    """The observation spec and a converter ``list of n raw obs -> [n, *shape] float32``."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box):
+        shape = tuple(space.shape)
+        if len(shape) == 3:
+            if space.dtype == np.uint8:
+                scale = np.float32(1.0 / 255.0)
+
+                def convert_image(raw: Sequence[Any]) -> np.ndarray:
+                    return np.multiply(np.array(raw, dtype=np.uint8), scale, dtype=np.float32)
+
+                return ObservationSpec(shape, "image", ObservationKind.VISUAL), convert_image
+
+            def convert_float_image(raw: Sequence[Any]) -> np.ndarray:
+                return np.array(raw, dtype=np.float32)
+
+            return ObservationSpec(shape, "image", ObservationKind.VISUAL), convert_float_image
+        size = int(np.prod(shape)) if shape else 1
+        if len(shape) == 1:
+
+            def convert_vector(raw: Sequence[Any]) -> np.ndarray:
+                return np.array(raw, dtype=np.float32)
+
+            return ObservationSpec((size,), "obs"), convert_vector
+
+        def convert_flat(raw: Sequence[Any]) -> np.ndarray:
+            return np.array(raw, dtype=np.float32).reshape(len(raw), size)
+
+        return ObservationSpec((size,), "obs"), convert_flat
+    if isinstance(space, spaces.Discrete):
+        size, start = int(space.n), int(space.start)
+
+        def convert_one_hot(raw: Sequence[Any]) -> np.ndarray:
+            out = np.zeros((len(raw), size), np.float32)
+            out[np.arange(len(raw)), np.asarray(raw, dtype=np.int64) - start] = 1.0
+            return out
+
+        return ObservationSpec((size,), "obs"), convert_one_hot
+    raise EnvError(
+        f"gym:{gym_id}: observation space {space} is not supported (Box or Discrete observations only)"
+    )
+
+
+class _Actions:
+    """Converts a batch `ActionTuple` into one Gymnasium action per copy."""
+
+    def __init__(self, gym_id: str, space: Any) -> None:
+        from gymnasium import spaces
+
+        self.kind: str
+        if isinstance(space, spaces.Box):
+            self.kind = "box"
+            self.shape = tuple(space.shape)
+            size = int(np.prod(self.shape)) if self.shape else 1
+            low = np.asarray(space.low, np.float64).reshape(size)
+            high = np.asarray(space.high, np.float64).reshape(size)
+            finite = np.isfinite(low) & np.isfinite(high)
+            # a in [-1, 1] -> center + a * half_range; infinite bounds: identity.
+            self.half = np.where(finite, (high - low) / 2.0, 1.0)
+            self.center = np.where(finite, (high + low) / 2.0, 0.0)
+            self.identity = ~finite
+            self.any_identity = bool(self.identity.any())
+            self.dtype = space.dtype
+            self.spec = ActionSpec(continuous_size=size)
+        elif isinstance(space, spaces.Discrete):
+            self.kind = "discrete"
+            self.start = int(space.start)
+            self.spec = ActionSpec(discrete_branches=(int(space.n),))
+        elif isinstance(space, spaces.MultiDiscrete):
+            self.kind = "multidiscrete"
+            self.shape = tuple(space.nvec.shape)
+            self.start = np.asarray(space.start, dtype=space.dtype).reshape(-1)
+            self.dtype = space.dtype
+            self.spec = ActionSpec(discrete_branches=tuple(int(b) for b in space.nvec.reshape(-1)))
+        else:
+            raise EnvError(
+                f"gym:{gym_id}: action space {space} is not supported (Box, Discrete or MultiDiscrete only)"
+            )
+
+    def convert(self, action: ActionTuple, n: int) -> List[Any]:
+        """One Gymnasium action per copy, from ``[n, ...]`` batch arrays."""
+        if self.kind == "discrete":
+            if action.discrete.shape != (n, 1):
+                raise ValueError(f"discrete actions must have shape {(n, 1)}, got {action.discrete.shape}")
+            return (action.discrete[:, 0] + self.start).tolist()
+        if self.kind == "multidiscrete":
+            shape = (n, self.spec.discrete_size)
+            if action.discrete.shape != shape:
+                raise ValueError(f"discrete actions must have shape {shape}, got {action.discrete.shape}")
+            acts = (action.discrete.astype(self.dtype) + self.start).reshape((n,) + self.shape)
+            return list(acts)
+        shape = (n, self.spec.continuous_size)
+        if action.continuous.shape != shape:
+            raise ValueError(f"continuous actions must have shape {shape}, got {action.continuous.shape}")
+        raw = action.continuous
+        scaled = np.clip(raw, -1.0, 1.0) * self.half + self.center
+        if self.any_identity:
+            scaled[:, self.identity] = raw[:, self.identity]
+        return list(scaled.astype(self.dtype).reshape((n,) + self.shape))
+
+
+class GymEnv(BaseEnv):
+    """``agents_per_env`` copies of a Gymnasium env as the agents of one behavior."""
+
+    def __init__(self, gym_id: str, agents_per_env: int = 1, seed: int = 0, **make_kwargs: Any) -> None:
+        """
+        Args:
+            gym_id: a registered Gymnasium id, e.g. ``"CartPole-v1"`` (or
+                ``"module:Id-v0"``, which imports ``module`` first).
+            agents_per_env: number of copies, i.e. agents of the behavior.
+            seed: copy k is reset with ``seed + k`` the first time.
+            **make_kwargs: passed to every ``gymnasium.make`` call.
+        """
+        if isinstance(agents_per_env, bool) or int(agents_per_env) < 1:
+            raise EnvError(f"gym:{gym_id}: agents_per_env must be >= 1, got {agents_per_env!r}")
+        self._gym_id = gym_id
+        self._n = int(agents_per_env)
+        self._seed = int(seed)
+        self._envs: List[Any] = []
+        self._steps: Optional[Tuple[DecisionSteps, TerminalSteps]] = None
+        self._closed = False
+        try:
+            for _ in range(self._n):
+                self._envs.append(_make(gym_id, make_kwargs))
+            first = self._envs[0]
+            obs_spec, self._convert_obs = _obs_adapter(gym_id, first.observation_space)
+            self._actions = _Actions(gym_id, first.action_space)
+        except BaseException:
+            self.close()
+            raise
+        spec_id = getattr(first.spec, "id", None)
+        self._name: str = spec_id or gym_id.split(":")[-1]
+        self._spec = BehaviorSpec((obs_spec,), self._actions.spec)
+        self._specs = {self._name: self._spec}
+        self._default_action = self._actions.convert(self._spec.action_spec.empty_action(self._n), self._n)
+        self._ids = np.arange(self._n, dtype=np.int32)
+        self._next_id = 0
+        self._pending: Optional[List[Any]] = None
+        self._empty_terminal = TerminalSteps.empty(self._spec)
+        self._has_reset = False
+
+    @property
+    def behavior_name(self) -> str:
+        """The only behavior: the Gymnasium id, e.g. ``"CartPole-v1"``."""
+        return self._name
+
+    @property
+    def gym_envs(self) -> Sequence[Any]:
+        """The Gymnasium env copies (read-only use: rendering, inspection)."""
+        return tuple(self._envs)
+
+    @property
+    def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
+        return self._specs
+
+    def reset(self) -> None:
+        self._check_open()
+        raw = []
+        for k, env in enumerate(self._envs):
+            # Seed only once: later resets continue each copy's generator.
+            obs, _ = env.reset(seed=self._seed + k) if not self._has_reset else env.reset()
+            raw.append(obs)
+        self._has_reset = True
+        self._ids = np.arange(self._next_id, self._next_id + self._n, dtype=np.int32)
+        self._next_id += self._n
+        self._pending = None
+        self._steps = (
+            DecisionSteps([self._convert_obs(raw)], np.zeros(self._n, np.float32), self._ids.copy()),
+            self._empty_terminal,
+        )
+
+    def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
+        if behavior_name != self._name:
+            raise KeyError(f"unknown behavior {behavior_name!r}; this env has [{self._name!r}]")
+        if self._steps is None:
+            self._check_open()
+            raise RuntimeError("call reset() before get_steps()")
+        return self._steps
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        if behavior_name != self._name:
+            raise KeyError(f"unknown behavior {behavior_name!r}; this env has [{self._name!r}]")
+        self._pending = self._actions.convert(action, self._n)
+
+    def step(self) -> None:
+        if self._steps is None:
+            self._check_open()
+            raise RuntimeError("call reset() before step()")
+        actions = self._pending if self._pending is not None else self._default_action
+        self._pending = None
+        envs = self._envs
+        raw_obs: List[Any] = [None] * self._n
+        rewards: List[float] = [0.0] * self._n
+        ended: Optional[List[Tuple[int, Any, float, bool]]] = None
+        for k in range(self._n):
+            obs, reward, terminated, truncated, _ = envs[k].step(actions[k])
+            if terminated or truncated:
+                if ended is None:
+                    ended = []
+                ended.append((k, obs, float(reward), bool(truncated and not terminated)))
+                obs, _ = envs[k].reset()
+                reward = 0.0
+            raw_obs[k] = obs
+            rewards[k] = reward
+        terminal = self._empty_terminal
+        if ended is not None:
+            rows = [e[0] for e in ended]
+            terminal = TerminalSteps(
+                obs=[self._convert_obs([e[1] for e in ended])],
+                reward=np.array([e[2] for e in ended], dtype=np.float32),
+                interrupted=np.array([e[3] for e in ended], dtype=bool),
+                agent_id=self._ids[rows],
+            )
+            self._ids[rows] = np.arange(self._next_id, self._next_id + len(rows), dtype=np.int32)
+            self._next_id += len(rows)
+        self._steps = (
+            DecisionSteps([self._convert_obs(raw_obs)], np.array(rewards, dtype=np.float32), self._ids.copy()),
+            terminal,
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._steps = None
+        for env in self._envs:
+            try:
+                env.close()
+            except Exception:  # closing must not fail half-way
+                pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"GymEnv({self._gym_id!r}) is closed")

@@ -1,0 +1,182 @@
+"""Env ids -> environments: ``builtin:<Name>``, ``gym:<id>``; Unity builds later.
+
+`make_env` is what the env managers (and their worker processes) call. Every mistake a
+user can make in ``env_settings`` (unknown id, unknown Gymnasium id, a bad ``env_args``
+key, a Unity build path) is an `EnvError` with a one-line message.
+
+Gymnasium is imported only for ``gym:`` ids, so built-in env workers start fast.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+
+import numpy as np
+
+from envs.base_env import BaseEnv
+from envs.builtin import Chain, CrashEnv, Memory, Simple
+from envs.builtin._base import BuiltinEnv
+from envs.exceptions import EnvError
+
+BUILTIN_PREFIX = "builtin:"
+GYM_PREFIX = "gym:"
+UNITY_SUFFIXES = (".x86_64", ".x86", ".exe", ".app")
+
+#: Public built-in envs, name -> class (``builtin:<name>``).
+BUILTIN_ENVS: Dict[str, Type[BuiltinEnv]] = {
+    "Simple": Simple,
+    "Memory": Memory,
+    "Chain": Chain,
+}
+
+#: Built-in envs for tests only: accepted by `make_env`, never listed.
+_HIDDEN_ENVS: Dict[str, Type[BuiltinEnv]] = {"_Crash": CrashEnv}
+
+
+def _forms() -> str:
+    return "use builtin:<Name> (" + ", ".join(BUILTIN_ENVS) + ") or gym:<Gymnasium id>, e.g. gym:CartPole-v1"
+
+
+def is_unity_path(env_id: str) -> bool:
+    """True when ``env_id`` looks like a Unity build (a path, or a file on disk)."""
+    return (
+        "/" in env_id
+        or "\\" in env_id
+        or env_id.lower().endswith(UNITY_SUFFIXES)
+        or os.path.exists(env_id)
+    )
+
+
+def builtin_kwargs(name: str) -> List[str]:
+    """The ``env_args`` keys accepted by built-in env ``name`` (``seed`` excluded)."""
+    cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
+    params = inspect.signature(cls.__init__).parameters
+    return [p for p in params if p not in ("self", "seed") and params[p].kind is not inspect.Parameter.VAR_KEYWORD]
+
+
+def parse_env_id(env_id: str) -> Tuple[str, str]:
+    """``(kind, name)`` with kind ``"builtin"`` or ``"gym"``; `EnvError` otherwise.
+
+    Checks only the form (and that a built-in name exists); does not import Gymnasium.
+    """
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise EnvError(f"no environment given (env id {env_id!r}); {_forms()}")
+    env_id = env_id.strip()
+    if env_id.startswith(BUILTIN_PREFIX):
+        name = env_id[len(BUILTIN_PREFIX):]
+        if name not in BUILTIN_ENVS and name not in _HIDDEN_ENVS:
+            hint = difflib.get_close_matches(name, list(BUILTIN_ENVS), n=1)
+            did_you_mean = f" (did you mean builtin:{hint[0]}?)" if hint else ""
+            raise EnvError(
+                f"unknown built-in environment {env_id!r}{did_you_mean}; built-in names: {', '.join(BUILTIN_ENVS)}"
+            )
+        return "builtin", name
+    if env_id.startswith(GYM_PREFIX):
+        name = env_id[len(GYM_PREFIX):]
+        if not name:
+            raise EnvError(f"{env_id!r} names no Gymnasium id; e.g. gym:CartPole-v1")
+        return "gym", name
+    if is_unity_path(env_id):
+        raise EnvError(
+            f"{env_id!r} looks like a Unity build: Unity builds are not supported yet; "
+            f"use builtin:<Name> or gym:<Gymnasium id>"
+        )
+    hint = f" (did you mean builtin:{env_id}?)" if env_id in BUILTIN_ENVS else ""
+    if not hint and "-v" in env_id:
+        hint = f" (did you mean gym:{env_id}?)"
+    raise EnvError(f"unknown environment id {env_id!r}{hint}; {_forms()}")
+
+
+def _check_builtin_args(name: str, env_args: Mapping[str, Any]) -> None:
+    cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return  # hidden test envs forward extra kwargs
+    accepted = builtin_kwargs(name)
+    for key in env_args:
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            did_you_mean = f"; did you mean {close[0]}?" if close else ""
+            reason = "is set by env_settings.seed" if key == "seed" else "is not accepted"
+            raise EnvError(
+                f"builtin:{name}: env_args key {key!r} {reason}{did_you_mean} (accepted: {', '.join(accepted)})"
+            )
+
+
+def validate_env(env_id: str, env_args: Optional[Mapping[str, Any]] = None) -> None:
+    """Raise the `EnvError` that `make_env` would raise for the id form or builtin kwargs.
+
+    Cheap (builds nothing); env managers call it before starting worker processes.
+    """
+    kind, name = parse_env_id(env_id)
+    if env_args is not None and not isinstance(env_args, Mapping):
+        raise EnvError(f"env_args must be a mapping of keyword arguments, got {type(env_args).__name__}")
+    if kind == "builtin":
+        _check_builtin_args(name, env_args or {})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def make_env(
+    env_id: str,
+    env_args: Optional[Mapping[str, Any]],
+    seed: int,
+    agents_per_env: int = 1,
+) -> BaseEnv:
+    """Build the environment named by ``env_id``.
+
+    Args:
+        env_id: ``builtin:<Name>`` or ``gym:<Gymnasium id>`` (a Unity build path raises
+            "not supported yet").
+        env_args: keyword arguments of the built-in env, or of ``gymnasium.make``.
+        seed: the env's seed (>= 0).
+        agents_per_env: agents of each behavior: Gymnasium copies, or the built-in env's
+            ``num_agents`` when > 1.
+
+    Returns:
+        The env, not yet reset.
+    """
+    validate_env(env_id, env_args)
+    kind, name = parse_env_id(env_id)
+    args: Dict[str, Any] = dict(env_args or {})
+    if not _is_int(agents_per_env) or agents_per_env < 1:
+        raise EnvError(f"{env_id}: agents_per_env must be an integer >= 1, got {agents_per_env!r}")
+    if not _is_int(seed) or seed < 0:
+        raise EnvError(f"{env_id}: seed must be an integer >= 0, got {seed!r}")
+    agents_per_env, seed = int(agents_per_env), int(seed)
+    if kind == "builtin":
+        cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
+        if agents_per_env > 1:
+            if "num_agents" in args and args["num_agents"] != agents_per_env:
+                raise EnvError(
+                    f"{env_id}: env_args.num_agents={args['num_agents']!r} disagrees with "
+                    f"agents_per_env={agents_per_env}; set only one"
+                )
+            args["num_agents"] = agents_per_env
+        return cls(seed=seed, **args)
+    from envs.gym import GymEnv  # imports gymnasium; only gym workers pay for it
+
+    return GymEnv(name, agents_per_env=agents_per_env, seed=seed, **args)
+
+
+def describe_env_ids() -> str:
+    """Help text on env ids and built-in env kwargs (for the CLI and README)."""
+    lines = [
+        "Environment ids (env_settings.env_path, kwargs in env_settings.env_args):",
+        "  builtin:<Name>   a built-in test environment; env_args are its kwargs",
+        "  gym:<id>         a Gymnasium environment, e.g. gym:CartPole-v1; env_args go to gymnasium.make",
+        "                   (gym:<module>:<id> imports <module> first to register the env)",
+        "  <path>           a Unity build: not supported yet",
+        "Built-in environments:",
+    ]
+    for name, cls in BUILTIN_ENVS.items():
+        summary = (inspect.getdoc(cls) or "").splitlines()[0]
+        params = inspect.signature(cls.__init__).parameters
+        args = ", ".join(f"{p}={params[p].default!r}" for p in builtin_kwargs(name))
+        lines.append(f"  builtin:{name}: {summary}")
+        lines.append(f"      env_args: {args}")
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""trainer-learn: a TensorFlow-1-style static-graph PPO/SAC trainer for ML-Agents users."""
+from setuptools import find_packages, setup
+
+setup(
+    name="trainer-learn",
+    version="0.1.0",
+    description="PPO/SAC trainer in TF1 static graphs with multi-device towers, "
+    "ML-Agents configs, .demo files and ONNX export",
+    python_requires=">=3.10",
+    packages=find_packages(include=["trainers", "trainers.*", "envs", "envs.*"]),
+    package_data={"envs.demo": ["*.proto"]},
+    install_requires=[
+        "tensorflow>=2.16,<2.22",
+        "numpy>=1.26",
+        "pyyaml>=6.0",
+        "protobuf>=4.25",
+        "docopt>=0.6.2",
+        "gymnasium>=1.0",
+        "tensorboard>=2.16",
+    ],
+    extras_require={
+        "export": ["tf2onnx>=1.16", "onnxruntime>=1.17"],
+        "test": ["pytest>=7"],
+    },
+    entry_points={
+        "console_scripts": [
+            "trainer-learn=trainers.learn:main",
+            "trainer-demo=trainers.demo_cli:main",
+        ]
+    },
+)

@@ -1,0 +1,149 @@
+"""Experience storage: GAE and returns, the update buffer, sequence padding, minibatches.
+
+Plain numpy: no TensorFlow here. Field names used across the trainer:
+
+* ``obs_<i>``: ``[T, *shape]`` float32 observations;
+* ``continuous_action`` ``[T, c]`` (raw, unclipped sample), ``discrete_action`` ``[T, b]``;
+* ``action_mask`` ``[T, sum(branches)]`` float32, 1 = allowed;
+* ``log_probs`` ``[T]``: joint log-probability of the taken action when it was sampled;
+* ``environment_rewards`` ``[T]``, ``done`` ``[T]``;
+* per reward signal ``<s>_rewards``, ``<s>_value_estimates``, ``<s>_returns``,
+  ``<s>_advantage`` ``[T]``; ``advantages`` ``[T]``: the (normalised) sum;
+* ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Mapping, Optional
+
+import numpy as np
+
+
+def discount_rewards(rewards: np.ndarray, gamma: float, value_next: float = 0.0) -> np.ndarray:
+    """Discounted returns ``G_t = r_t + gamma G_{t+1}``, ``G_T = value_next``.
+
+    Args:
+        rewards: ``[T]`` rewards.
+        gamma: discount.
+        value_next: bootstrap value of the state after the last step (0 if terminal).
+    Returns:
+        ``[T]`` float32 returns.
+    """
+    returns = np.zeros(len(rewards), dtype=np.float64)
+    running = float(value_next)
+    for t in range(len(rewards) - 1, -1, -1):
+        running = float(rewards[t]) + gamma * running
+        returns[t] = running
+    return returns.astype(np.float32)
+
+
+def get_gae(
+    rewards: np.ndarray, values: np.ndarray, value_next: float, gamma: float, lambd: float
+) -> np.ndarray:
+    """Generalised advantage estimation (Schulman et al. 2016).
+
+    ``delta_t = r_t + gamma V_{t+1} - V_t`` with ``V_T = value_next``;
+    ``A_t = sum_k (gamma lambda)^k delta_{t+k}``.
+
+    Args:
+        rewards: ``[T]``; values: ``[T]`` critic estimates; value_next: bootstrap value
+        (0 when the episode truly terminated; the critic's estimate of the final
+        observation when it was cut by ``time_horizon`` or interrupted by a time limit).
+    Returns:
+        ``[T]`` float32 advantages.
+    """
+    v = np.append(np.asarray(values, np.float64), value_next)
+    deltas = np.asarray(rewards, np.float64) + gamma * v[1:] - v[:-1]
+    adv = np.zeros(len(deltas), np.float64)
+    running = 0.0
+    for t in range(len(deltas) - 1, -1, -1):
+        running = deltas[t] + gamma * lambd * running
+        adv[t] = running
+    return adv.astype(np.float32)
+
+
+def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np.ndarray:
+    """Left-pads ``[T, ...]`` to a multiple of ``sequence_length`` rows.
+
+    ML-Agents pads the *first* sequence of a trajectory so every later sequence is whole
+    and the last step (where the bootstrap happens) ends a sequence.
+    """
+    pad = (-len(array)) % sequence_length
+    if pad == 0:
+        return array
+    filler = np.full((pad,) + array.shape[1:], value, dtype=array.dtype)
+    return np.concatenate([filler, array], axis=0)
+
+
+class AgentBuffer:
+    """Columns of experience, appended trajectory by trajectory.
+
+    Each field is a list of chunks concatenated lazily, so appending a trajectory costs
+    O(fields), not O(buffer).
+    """
+
+    def __init__(self) -> None:
+        self._chunks: Dict[str, List[np.ndarray]] = {}
+        self._cache: Dict[str, np.ndarray] = {}
+
+    def add(self, key: str, array: np.ndarray) -> None:
+        """Appends ``array`` ``[T, ...]`` to field ``key``."""
+        self._chunks.setdefault(key, []).append(np.asarray(array))
+        self._cache.pop(key, None)
+
+    def add_fields(self, fields: Mapping[str, np.ndarray]) -> None:
+        """Appends a trajectory: every field ``[T, ...]`` with the same ``T``."""
+        for key, value in fields.items():
+            self.add(key, value)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._cache:
+            chunks = self._chunks[key]
+            self._cache[key] = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
+            self._chunks[key] = [self._cache[key]]
+        return self._cache[key]
+
+    def __setitem__(self, key: str, array: np.ndarray) -> None:
+        self._chunks[key] = [np.asarray(array)]
+        self._cache[key] = self._chunks[key][0]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._chunks
+
+    def keys(self) -> List[str]:
+        return list(self._chunks)
+
+    @property
+    def num_experiences(self) -> int:
+        """Rows stored (0 when empty)."""
+        if not self._chunks:
+            return 0
+        return sum(len(c) for c in next(iter(self._chunks.values())))
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self._cache.clear()
+
+    def minibatches(
+        self,
+        batch_size: int,
+        rng: np.random.Generator,
+        sequence_length: int = 1,
+        keys: Optional[List[str]] = None,
+    ) -> Iterator[Dict[str, np.ndarray]]:
+        """One shuffled pass: ``num_experiences // batch_size`` full minibatches.
+
+        Whole sequences of ``sequence_length`` rows are shuffled as units, so a sequence
+        stays contiguous inside its minibatch (``batch_size`` is rounded down to whole
+        sequences, at least one).
+        """
+        keys = keys or self.keys()
+        columns = {k: self[k] for k in keys}
+        n = self.num_experiences
+        num_seq = n // sequence_length
+        seq_per_batch = max(1, batch_size // sequence_length)
+        order = rng.permutation(num_seq)
+        offsets = np.arange(sequence_length)
+        for start in range(0, num_seq - seq_per_batch + 1, seq_per_batch):
+            seqs = order[start : start + seq_per_batch]
+            rows = (seqs[:, None] * sequence_length + offsets[None, :]).reshape(-1)
+            yield {k: v[rows] for k, v in columns.items()}

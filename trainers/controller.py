@@ -1,0 +1,235 @@
+"""The training loop: env manager <-> trainers; summaries, checkpoints, shutdown.
+
+Per env step and behavior: terminal steps close trajectories, decision steps credit
+rewards, then **one** inference ``sess.run`` acts for every agent of the behavior across
+all env workers. Full buffers trigger updates. Checkpoints are written every
+``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from envs.base_env import ActionTuple, DecisionSteps
+from envs.env_manager import EnvManager, EnvStep
+from envs.exceptions import EnvWorkerError
+from trainers.ppo.trainer import PPOTrainer
+from trainers.stats import StatsReporter, TrainingStatus
+from trainers.trajectory import AgentProcessor
+
+CheckpointHook = Callable[[PPOTrainer, str], None]
+
+
+@dataclass
+class Timers:
+    """Wall-clock seconds spent in each part of the loop."""
+
+    env: float = 0.0
+    inference: float = 0.0
+    trajectories: float = 0.0
+    update: float = 0.0
+    total: float = 0.0
+    env_steps: int = 0
+
+    def as_dict(self) -> Dict[str, float]:
+        return {k: getattr(self, k) for k in ("env", "inference", "trajectories", "update", "total", "env_steps")}
+
+
+@dataclass
+class BehaviorState:
+    trainer: PPOTrainer
+    processor: AgentProcessor
+    stats: StatsReporter
+    checkpoint_dir: str
+    next_summary: int = 0
+    next_checkpoint: int = 0
+
+
+def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
+    """ML-Agents masks (one ``[n, size]`` bool per branch, True = unavailable) -> ``[n, sum]`` 1 = allowed."""
+    if not branches:
+        return None
+    if masks is None:
+        return np.ones((n, sum(branches)), np.float32)
+    return 1.0 - np.concatenate(masks, axis=1).astype(np.float32)
+
+
+class TrainerController:
+    """Runs the env manager and the trainers until every behavior reaches ``max_steps``."""
+
+    def __init__(
+        self,
+        env: EnvManager,
+        trainers: Mapping[str, PPOTrainer],
+        stats: Mapping[str, StatsReporter],
+        run_dir: str,
+        status: TrainingStatus,
+        training: bool = True,
+        on_checkpoint: Optional[CheckpointHook] = None,
+    ) -> None:
+        self.env = env
+        self.training = training
+        self.run_dir = run_dir
+        self.status = status
+        self.status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+        self.on_checkpoint = on_checkpoint
+        self.timers = Timers()
+        self.behaviors: Dict[str, BehaviorState] = {}
+        for name, trainer in trainers.items():
+            s = trainer.settings
+            state = BehaviorState(
+                trainer,
+                AgentProcessor(trainer.spec, s.time_horizon),
+                stats[name],
+                os.path.join(run_dir, name),
+            )
+            state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
+            state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
+            self.behaviors[name] = state
+        self._stop_signal: Optional[int] = None
+
+    # ----------------------------------------------------------------- loop
+
+    def _all_done(self) -> bool:
+        return all(b.trainer.is_training_done for b in self.behaviors.values())
+
+    def _request_stop(self, signum: int, frame: object) -> None:
+        self._stop_signal = signum
+
+    def run(self) -> None:
+        """Trains until done or interrupted; always saves what it has before returning."""
+        previous = {
+            s: signal.signal(s, self._request_stop) for s in (signal.SIGINT, signal.SIGTERM)
+        }
+        start = time.perf_counter()
+        try:
+            t = time.perf_counter()
+            steps = self.env.reset()
+            self.timers.env += time.perf_counter() - t
+            while not self._all_done() and self._stop_signal is None:
+                actions = self._advance(steps)
+                t = time.perf_counter()
+                steps = self.env.step(actions)
+                self.timers.env += time.perf_counter() - t
+                self.timers.env_steps += 1
+                self._after_step()
+        except EnvWorkerError:
+            self._finish(start)
+            raise
+        self._finish(start)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if self._stop_signal is not None:
+            print(f"[INFO] Interrupted by signal {self._stop_signal}; checkpoint saved in {self.run_dir}", flush=True)
+
+    def _advance(self, steps: List[EnvStep]) -> List[Dict[str, ActionTuple]]:
+        actions: List[Dict[str, ActionTuple]] = [dict() for _ in steps]
+        for name, b in self.behaviors.items():
+            t = time.perf_counter()
+            decisions: List[DecisionSteps] = []
+            for env_step in steps:
+                decision, terminal = env_step.steps[name]
+                if self.training:
+                    trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                    trajectories += b.processor.add_decision(env_step.worker_id, decision)
+                    for traj in trajectories:
+                        b.trainer.process_trajectory(traj)
+                else:
+                    _, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                    b.processor.add_decision(env_step.worker_id, decision)
+                b.trainer.record_episodes(episodes)
+                decisions.append(decision)
+            self.timers.trajectories += time.perf_counter() - t
+            counts = [len(d) for d in decisions]
+            total = sum(counts)
+            if total == 0:
+                continue
+            t = time.perf_counter()
+            spec = b.trainer.spec
+            branches = spec.action_spec.discrete_branches
+            # One copy per step: the env may reuse its observation buffers.
+            obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
+            mask_parts = [_masks_to_float(d.action_mask, len(d), branches) for d in decisions]
+            masks = np.concatenate(mask_parts) if branches else None
+            info = b.trainer.policy.act(obs, masks, deterministic=not self.training)
+            self.timers.inference += time.perf_counter() - t
+            t = time.perf_counter()
+            offset = 0
+            for env_step, decision, n in zip(steps, decisions, counts):
+                rows = slice(offset, offset + n)
+                offset += n
+                actions[env_step.worker_id][name] = ActionTuple(info.env_continuous[rows], info.discrete[rows])
+                if self.training and n:
+                    b.processor.add_actions(
+                        env_step.worker_id,
+                        decision,
+                        [o[rows] for o in obs],
+                        info.raw_continuous[rows],
+                        info.discrete[rows],
+                        masks[rows] if masks is not None else None,
+                        info.log_probs[rows],
+                    )
+            b.trainer.step += total
+            self.timers.trajectories += time.perf_counter() - t
+        return actions
+
+    def _after_step(self) -> None:
+        for name, b in self.behaviors.items():
+            trainer = b.trainer
+            if self.training and trainer.ready_to_update and not trainer.is_training_done:
+                t = time.perf_counter()
+                trainer.update()
+                self.timers.update += time.perf_counter() - t
+            if trainer.step >= b.next_summary:
+                b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
+                b.stats.write_stats(trainer.step)
+                b.next_summary = (trainer.step // trainer.settings.summary_freq + 1) * trainer.settings.summary_freq
+            if self.training and trainer.step >= b.next_checkpoint:
+                self.save_checkpoint(name)
+                interval = trainer.settings.checkpoint_interval
+                b.next_checkpoint = (trainer.step // interval + 1) * interval
+
+    # ----------------------------------------------------------- checkpoints
+
+    def save_checkpoint(self, name: str) -> None:
+        """Checkpoint (+ export hook) for one behavior; prunes beyond keep_checkpoints."""
+        b = self.behaviors[name]
+        trainer = b.trainer
+        prefix = trainer.save(b.checkpoint_dir)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(trainer, prefix)
+        reward = b.stats.get_stats_summaries("Environment/Cumulative Reward")
+        entry = {
+            "steps": trainer.step,
+            "file_path": prefix,
+            "creation_time": time.time(),
+            "reward": reward.mean if reward.num else None,
+        }
+        dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
+        for old in dropped:
+            trainer.delete_checkpoint(old["file_path"])
+        self.status.set_step(name, trainer.step)
+        self._save_status()
+
+    def _save_status(self) -> None:
+        os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
+        self.status.save(self.status_path)
+
+    def _finish(self, start: float) -> None:
+        self.timers.total += time.perf_counter() - start
+        for name, b in self.behaviors.items():
+            if self.training:
+                self.save_checkpoint(name)
+                self.status.set_final_checkpoint(name, self.status.get_checkpoints(name)[-1])
+            b.stats.write_stats(b.trainer.step)
+        if self.training:
+            self._save_status()
+        os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)
+        with open(os.path.join(self.run_dir, "run_logs", "timers.json"), "w") as f:
+            json.dump(self.timers.as_dict(), f, indent=2)

@@ -1,0 +1,217 @@
+"""trainer-learn: train PPO agents from an ML-Agents-style YAML config.
+
+Usage:
+  trainer-learn <config> [options]
+  trainer-learn --help
+  trainer-learn --version
+
+Options:
+  --env=<id>                  Environment: builtin:<Name> or gym:<id> (overrides env_settings.env_path).
+  --run-id=<id>               Name of the run; results go to <results-dir>/<run-id>.
+  --results-dir=<dir>         Where runs are written (default: checkpoint_settings, else results).
+  --num-envs=<n>              Environment workers (subprocesses when > 1).
+  --agents-per-env=<n>        Copies of a Gymnasium env per worker, acting as agents.
+  --seed=<n>                  Random seed (-1: draw one); same seed, same run on CPU.
+  --resume                    Continue the run <run-id> from its last checkpoint.
+  --force                     Overwrite an existing run <run-id>.
+  --initialize-from=<run-id>  Start from the weights of another run's last checkpoint.
+  --inference                 Run the policy without training (deterministic actions).
+  --max-steps=<n>             Override max_steps of every behavior (quick runs).
+  --num-gpus=<n>              Train on the first n GPUs as towers (0: CPU).
+  --devices=<list>            Explicit tower devices, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1.
+  --cpu                       Hide GPUs; train on the CPU.
+  --debug                     Print tracebacks for errors.
+  -h --help                   Show this help.
+  --version                   Show the version.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from docopt import DocoptExit, docopt
+
+from envs.exceptions import EnvError
+from trainers import __version__
+from trainers.exceptions import CheckpointError, ConfigError, TrainerError
+
+INT_OPTIONS = {
+    "--num-envs": "num_envs",
+    "--agents-per-env": "agents_per_env",
+    "--seed": "seed",
+    "--max-steps": "max_steps",
+    "--num-gpus": "num_gpus",
+}
+
+
+def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
+    """docopt dict -> ``load_settings`` overrides (only the options that were given)."""
+    out: Dict[str, Any] = {}
+    for opt, key in INT_OPTIONS.items():
+        value = args.get(opt)
+        if value is None:
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            raise ConfigError(f"{opt}: expected an integer, got {value!r}") from None
+    for opt, key in (("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from")):
+        if args.get(opt) is not None:
+            out[key] = args[opt]
+    if args.get("--results-dir") is not None:
+        out["results_dir"] = args["--results-dir"]
+    if args.get("--devices"):
+        out["devices"] = tuple(d.strip() for d in args["--devices"].split(",") if d.strip())
+    for flag in ("--resume", "--force", "--inference", "--debug"):
+        if args.get(flag):
+            out[flag[2:]] = True
+    return out
+
+
+def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], cpu: bool) -> List[str]:
+    """Tower devices from the options; one clear error for a device that does not exist."""
+    import tensorflow as tf_mod
+
+    gpus = [] if cpu else tf_mod.config.list_physical_devices("GPU")
+    if devices:
+        chosen = [d if d.startswith("/") else "/" + d for d in devices]
+    elif num_gpus:
+        chosen = [f"/gpu:{i}" for i in range(num_gpus)]
+    else:
+        return ["/cpu:0"]
+    available = [f"/gpu:{i}" for i in range(len(gpus))]
+    for d in chosen:
+        kind, _, index = d.lower().lstrip("/").rpartition("device:")[2].partition(":")
+        if kind == "cpu" and index.isdigit():
+            continue  # virtual CPU devices are created on demand
+        if kind == "gpu" and index.isdigit() and int(index) < len(gpus):
+            continue
+        raise ConfigError(
+            f"device {d!r} does not exist; available: /cpu:<n> (virtual){', ' + ', '.join(available) if available else ''}"
+        )
+    return chosen
+
+
+def _latest_checkpoint(run_dir: str, behavior: str, status: Any) -> Optional[str]:
+    checkpoints = status.get_checkpoints(behavior)
+    if checkpoints:
+        return checkpoints[-1]["file_path"]
+    return None
+
+
+def run_training(options: Any, cpu: bool = False) -> int:
+    """Builds envs, trainers and the controller from resolved options; returns exit code."""
+    from envs.env_manager import make_env_manager
+    from trainers.controller import TrainerController
+    from trainers.ppo.trainer import PPOTrainer
+    from trainers.settings import write_resolved_config
+    from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
+
+    ckpt = options.checkpoint_settings
+    env_settings = options.env_settings
+    run_dir = options.run_dir
+    status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+    if os.path.isdir(run_dir) and not (ckpt.resume or ckpt.force or ckpt.inference):
+        raise TrainerError(
+            f"{run_dir}: a run with this id exists; use --resume to continue it or --force to overwrite it"
+        )
+    if ckpt.resume and not os.path.isdir(run_dir):
+        raise TrainerError(f"{run_dir}: no such run to resume")
+    if ckpt.force and os.path.isdir(run_dir) and not ckpt.resume:
+        shutil.rmtree(run_dir)
+    init_status = None
+    if ckpt.initialize_from:
+        init_dir = os.path.join(ckpt.results_dir, ckpt.initialize_from)
+        init_path = os.path.join(init_dir, "run_logs", "training_status.json")
+        if not os.path.isfile(init_path):
+            raise TrainerError(f"{init_dir}: no such run to initialize from")
+        init_status = TrainingStatus.load(init_path)
+    if env_settings.env_path is None:
+        raise ConfigError("env_settings.env_path: no environment given; use --env=<id> (builtin:<Name> or gym:<id>)")
+
+    seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
+    devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
+    status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
+    env = make_env_manager(
+        env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed
+    )
+    trainers: Dict[str, PPOTrainer] = {}
+    reporters: Dict[str, StatsReporter] = {}
+    try:
+        specs = env.behavior_specs
+        for name in options.behaviors:
+            if name not in specs:
+                raise ConfigError(
+                    f"behaviors.{name}: the environment {env_settings.env_path} has no such behavior "
+                    f"(it has: {', '.join(specs)})"
+                )
+        os.makedirs(run_dir, exist_ok=True)
+        write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
+        start_time = time.time()
+        writers = [ConsoleWriter(start_time=start_time), TensorboardWriter(run_dir), CSVWriter(run_dir)]
+        for name, spec in specs.items():
+            settings = options.behavior_settings(name)
+            if settings.trainer_type != "ppo":
+                raise ConfigError(
+                    f"behaviors.{name}.trainer_type: {settings.trainer_type!r} is not available yet (use ppo)"
+                )
+            reporters[name] = StatsReporter(name, writers)
+            trainer = PPOTrainer(name, spec, settings, reporters[name], seed, devices, cpu)
+            trainers[name] = trainer
+            if ckpt.resume or ckpt.inference:
+                prefix = _latest_checkpoint(run_dir, name, status)
+                if prefix is not None:
+                    trainer.load(prefix)
+                elif ckpt.resume:
+                    raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to resume from")
+            elif init_status is not None:
+                prefix = _latest_checkpoint(run_dir, name, init_status)
+                if prefix is None:
+                    raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
+                trainer.load(prefix, reset_step=True)
+            elif settings.init_path:
+                trainer.load(settings.init_path, reset_step=True)
+            if ckpt.inference:
+                trainer.step = 0
+            reporters[name].add_property("hyperparameters", options.behavior_settings(name))
+        controller = TrainerController(
+            env, trainers, reporters, run_dir, status, training=not ckpt.inference
+        )
+        controller.run()
+    finally:
+        env.close()
+        for trainer in trainers.values():
+            trainer.close()
+        for reporter in reporters.values():
+            reporter.close()
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = docopt(__doc__, argv=argv, version=f"trainer-learn {__version__}")
+    except DocoptExit as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    debug = bool(args.get("--debug"))
+    try:
+        from trainers.settings import load_settings
+
+        overrides = parse_overrides(args)
+        options = load_settings(args["<config>"], overrides)
+        return run_training(options, cpu=bool(args.get("--cpu")))
+    except (TrainerError, EnvError) as exc:
+        if debug:
+            raise
+        print(f"trainer-learn: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

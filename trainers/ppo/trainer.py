@@ -1,0 +1,213 @@
+"""PPO trainer of one behavior: trajectories -> GAE per reward stream -> one-run updates.
+
+Holds the policy (graph + session), the optimizer, the reward signals and the update
+buffer; the controller feeds it trajectories and asks it to update when the buffer is full.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import time
+from collections import defaultdict
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from envs.base_env import BehaviorSpec
+from trainers.buffer import AgentBuffer, get_gae
+from trainers.exceptions import CheckpointError
+from trainers.policy import Policy
+from trainers.ppo.optimizer import PPOOptimizer
+from trainers.reward_signals.base import FeedDict
+from trainers.reward_signals.factory import create_reward_signals
+from trainers.settings import TrainerSettings
+from trainers.stats import StatsReporter
+from trainers.tf import tf
+from trainers.trajectory import AgentKey, EpisodeEnd, Trajectory
+
+# Update statistics -> the TensorBoard tags ML-Agents users read.
+UPDATE_TAGS = {
+    "policy_loss": "Losses/Policy Loss",
+    "value_loss": "Losses/Value Loss",
+    "entropy": "Policy/Entropy",
+    "learning_rate": "Policy/Learning Rate",
+    "beta": "Policy/Beta",
+    "epsilon": "Policy/Epsilon",
+    "approx_kl": "Policy/Approx KL",
+    "clip_fraction": "Policy/Clip Fraction",
+}
+
+
+class PPOTrainer:
+    """Trains one behavior with PPO."""
+
+    def __init__(
+        self,
+        behavior_name: str,
+        spec: BehaviorSpec,
+        settings: TrainerSettings,
+        stats: StatsReporter,
+        seed: int,
+        devices: Sequence[str] = ("/cpu:0",),
+        cpu_only: bool = False,
+    ) -> None:
+        self.behavior_name = behavior_name
+        self.spec = spec
+        self.settings = settings
+        self.stats = stats
+        self.step = 0
+        self.rng = np.random.default_rng(seed)
+        self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
+        self.signals = create_reward_signals(settings.reward_signals, self.policy)
+        self.optimizer = PPOOptimizer(self.policy, settings, self.signals, devices)
+        with self.policy.graph.as_default():
+            self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
+            self._init_op = tf.global_variables_initializer()
+        self.policy.graph.finalize()
+        self.policy.session.run(self._init_op)
+        self.buffer = AgentBuffer()
+        self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.update_seconds = 0.0
+        self.process_seconds = 0.0
+
+    # -------------------------------------------------------------- experience
+
+    def process_trajectory(self, traj: Trajectory) -> None:
+        """Normalizer update, value estimates, per-signal rewards, GAE; appends to buffer."""
+        start = time.perf_counter()
+        hp = self.settings.hyperparameters
+        if self.policy.normalize:
+            self.policy.update_normalization(traj.obs)
+        obs_all = [np.concatenate([o, n], axis=0) for o, n in zip(traj.obs, traj.next_obs)]
+        values = self.optimizer.evaluate_values(obs_all)
+        n = len(traj)
+        fields: Dict[str, np.ndarray] = {f"obs_{i}": o for i, o in enumerate(traj.obs)}
+        if traj.continuous_action.shape[1]:
+            fields["continuous_action"] = traj.continuous_action
+        if traj.discrete_action.shape[1]:
+            fields["discrete_action"] = traj.discrete_action
+            fields["action_mask"] = (
+                traj.action_mask
+                if traj.action_mask is not None
+                else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
+            )
+        fields["log_probs"] = traj.log_probs
+        fields["environment_rewards"] = traj.rewards
+        fields["done"] = np.zeros(n, np.float32)
+        fields["done"][-1] = float(traj.done)
+        fields["masks"] = np.ones(n, np.float32)
+        total_adv = np.zeros(n, np.float32)
+        returns_acc = self._signal_returns[traj.agent]
+        for name, signal in self.signals.items():
+            rewards = signal.evaluate(fields)
+            v = values[name][:-1]
+            v_next = float(values[name][-1]) if traj.bootstrap else 0.0
+            adv = get_gae(rewards, v, v_next, signal.gamma, hp.lambd)
+            fields[f"{name}_rewards"] = rewards
+            fields[f"{name}_value_estimates"] = v
+            fields[f"{name}_returns"] = adv + v  # lambda-returns: the value targets
+            fields[f"{name}_advantage"] = adv
+            total_adv += adv
+            returns_acc[name] += float(rewards.sum())
+            self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
+        fields["advantages"] = total_adv
+        self.buffer.add_fields(fields)
+        if traj.done:
+            for name, signal in self.signals.items():
+                self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
+            del self._signal_returns[traj.agent]
+        self.process_seconds += time.perf_counter() - start
+
+    def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
+        for ep in episodes:
+            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
+            self.stats.add_stat("Environment/Episode Length", float(ep.length))
+
+    # ----------------------------------------------------------------- update
+
+    @property
+    def ready_to_update(self) -> bool:
+        return self.buffer.num_experiences >= self.settings.hyperparameters.buffer_size
+
+    def _update_keys(self) -> List[str]:
+        return list(self.optimizer.placeholders)
+
+    def update(self) -> Dict[str, float]:
+        """``num_epoch`` shuffled passes, **one** ``sess.run`` per minibatch; clears the buffer.
+
+        Returns the update statistics averaged over every minibatch.
+        """
+        start = time.perf_counter()
+        hp = self.settings.hyperparameters
+        adv = self.buffer["advantages"]
+        # Normalised over the whole update buffer (FACTS section 2).
+        self.buffer["advantages"] = ((adv - adv.mean()) / (adv.std() + 1e-10)).astype(np.float32)
+        keys = self._update_keys()
+        totals: Dict[str, float] = defaultdict(float)
+        count = 0
+        for _ in range(hp.num_epoch):
+            for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, 1, keys):
+                feed: FeedDict = {}
+                for signal in self.signals.values():
+                    for ph, value in signal.prepare_update(minibatch, len(minibatch["masks"])).items():
+                        if ph in feed:
+                            raise ValueError(f"feed collision on {ph.name} from signal {signal.name}")
+                        feed[ph] = value
+                for name, value in self.optimizer.update(minibatch, self.step, feed).items():
+                    totals[name] += value
+                count += 1
+        self.buffer.clear()
+        averaged = {k: v / max(count, 1) for k, v in totals.items()}
+        for name, value in averaged.items():
+            tag = UPDATE_TAGS.get(name)
+            if tag is None:
+                continue
+            # ML-Agents reports the absolute value of the policy loss.
+            self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
+        for signal in self.signals.values():
+            for tag, update_name in signal.stats.items():
+                if update_name in averaged:
+                    self.stats.add_stat(tag, averaged[update_name])
+        self.update_seconds += time.perf_counter() - start
+        return averaged
+
+    # ------------------------------------------------------------- checkpoints
+
+    def checkpoint_prefix(self, directory: str, step: int) -> str:
+        return os.path.join(directory, f"checkpoint-{step}")
+
+    def save(self, directory: str) -> str:
+        """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""
+        os.makedirs(directory, exist_ok=True)
+        self.policy.set_step(self.step)
+        prefix = self.checkpoint_prefix(directory, self.step)
+        self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
+        return prefix
+
+    def load(self, prefix: str, reset_step: bool = False) -> None:
+        """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
+        if not glob.glob(prefix + ".index"):
+            raise CheckpointError(f"{prefix}: checkpoint not found")
+        try:
+            self._saver.restore(self.policy.session, prefix)
+        except (tf.errors.OpError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({first})") from None
+        if reset_step:
+            self.policy.set_step(0)
+            self.step = 0
+        else:
+            self.step = self.policy.get_step()
+
+    @staticmethod
+    def delete_checkpoint(prefix: str) -> None:
+        for path in glob.glob(prefix + ".*"):
+            os.remove(path)
+
+    def close(self) -> None:
+        self.policy.session.close()
+
+    @property
+    def is_training_done(self) -> bool:
+        return self.step >= self.settings.max_steps
+

@@ -1,0 +1,1 @@
+"""Reward signals: a base contract, extrinsic, curiosity, GAIL/VAIL, and a factory."""

@@ -1,0 +1,13 @@
+"""The environment's own reward, scaled by ``strength``."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from trainers.reward_signals.base import RewardSignal
+
+
+class ExtrinsicRewardSignal(RewardSignal):
+    def evaluate(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (fields["environment_rewards"] * self.strength).astype(np.float32)

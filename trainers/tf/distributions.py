@@ -1,0 +1,109 @@
+"""Action distributions: Gaussian (continuous), multi-branch categorical (discrete).
+
+Conventions shared with ML-Agents 2.0: continuous actions are sampled unbounded and the
+environment (and the exported model) receives ``clip(a, -3, 3) / 3``; the log-probability
+used by PPO is that of the unclipped sample. Discrete masks are 1 = allowed, 0 = masked.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Sequence
+
+from trainers.tf import tf
+from trainers.tf.layers import dense
+
+LOG_STD_MIN = -20.0
+LOG_STD_MAX = 2.0
+CONTINUOUS_CLIP = 3.0
+
+
+def env_continuous(raw: tf.Tensor) -> tf.Tensor:
+    """``[B, c]`` raw actions -> ``[B, c]`` env actions in [-1, 1]: clip(a, -3, 3) / 3."""
+    return tf.clip_by_value(raw, -CONTINUOUS_CLIP, CONTINUOUS_CLIP) / CONTINUOUS_CLIP
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """Diagonal Gaussian with a state-independent log std.
+
+    Attributes:
+        mean: ``[B, c]``.
+        log_std: ``[c]`` (a trainable variable, clipped).
+        sample: ``[B, c]`` raw sample (unclipped).
+    """
+
+    mean: tf.Tensor
+    log_std: tf.Tensor
+    sample: tf.Tensor
+
+    def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
+        """``[B, c]`` raw actions -> ``[B]`` joint log-probability."""
+        z = (actions - self.mean) * tf.exp(-self.log_std)
+        per_dim = -0.5 * tf.square(z) - self.log_std - 0.5 * math.log(2.0 * math.pi)
+        return tf.reduce_sum(per_dim, axis=1)
+
+    def entropy(self) -> tf.Tensor:
+        """``[B]``: sum over dims of 0.5 + 0.5 log(2 pi) + log_std."""
+        per_dim = 0.5 + 0.5 * math.log(2.0 * math.pi) + self.log_std
+        return tf.reduce_sum(per_dim) * tf.ones_like(self.mean[:, 0])
+
+
+def build_gaussian(encoding: tf.Tensor, size: int) -> Gaussian:
+    """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``."""
+    with tf.variable_scope("continuous"):
+        mean = dense(encoding, size, "mu", gain=0.01)
+        log_std_var = tf.get_variable("log_std", [size], encoding.dtype, tf.zeros_initializer())
+    log_std = tf.clip_by_value(log_std_var, LOG_STD_MIN, LOG_STD_MAX)
+    sample = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+    return Gaussian(mean, log_std, sample)
+
+
+@dataclass(frozen=True)
+class MultiCategorical:
+    """Independent categorical branches with action masks.
+
+    Attributes:
+        log_probs: per branch ``[B, branch_size]`` log-softmax of masked logits.
+        sample: ``[B, num_branches]`` int32.
+        deterministic: ``[B, num_branches]`` int32 argmax.
+    """
+
+    log_probs: List[tf.Tensor]
+    sample: tf.Tensor
+    deterministic: tf.Tensor
+
+    def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
+        """``[B, num_branches]`` int actions -> ``[B]`` joint log-probability."""
+        total = 0.0
+        for i, lp in enumerate(self.log_probs):
+            onehot = tf.one_hot(actions[:, i], int(lp.shape[-1]), dtype=lp.dtype)
+            total += tf.reduce_sum(onehot * lp, axis=1)
+        return total
+
+    def entropy(self) -> tf.Tensor:
+        """``[B]``: sum over branches of -sum p log p (masked actions contribute 0)."""
+        total = 0.0
+        for lp in self.log_probs:
+            total += -tf.reduce_sum(tf.exp(lp) * lp, axis=1)
+        return total
+
+
+def build_multi_categorical(
+    encoding: tf.Tensor, branches: Sequence[int], action_masks: tf.Tensor
+) -> MultiCategorical:
+    """Categorical heads on ``encoding`` ``[B, H]``; ``action_masks`` ``[B, sum(branches)]``."""
+    log_probs, samples, argmaxes = [], [], []
+    offset = 0
+    with tf.variable_scope("discrete"):
+        for i, size in enumerate(branches):
+            logits = dense(encoding, size, f"branch_{i}", gain=0.01)
+            mask = action_masks[:, offset : offset + size]
+            offset += size
+            # A masked action gets a logit of -1e8: probability exactly 0 in float32.
+            masked = logits * mask - 1e8 * (1.0 - mask)
+            lp = tf.nn.log_softmax(masked, axis=1)
+            log_probs.append(lp)
+            samples.append(tf.random.categorical(masked, 1, dtype=tf.int32))
+            argmaxes.append(tf.argmax(masked, axis=1, output_type=tf.int32)[:, None])
+    return MultiCategorical(log_probs, tf.concat(samples, axis=1), tf.concat(argmaxes, axis=1))

@@ -1,0 +1,100 @@
+"""Observation encoders: vector MLP, visual CNNs, and the body that joins them.
+
+Visual encoders follow ML-Agents' choices (``simple``: 2 convs; ``nature_cnn``: the DQN
+net; ``resnet``: IMPALA-style stacks; ``fully_connected``: flatten + dense); each maps an
+image ``[B, H, W, C]`` to ``[B, hidden_units]`` before the shared body.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from envs.base_env import ObservationKind, ObservationSpec
+from trainers.exceptions import ConfigError
+from trainers.settings import NetworkSettings
+from trainers.tf import tf
+from trainers.tf.layers import Activation, conv2d, dense, flatten, get_activation, mlp
+from trainers.tf.normalizer import Normalizer
+
+# Smallest image side each encoder accepts (the convolutions must leave >= 1 pixel).
+MIN_RESOLUTION = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
+
+
+def _simple(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    x = tf.nn.leaky_relu(conv2d(x, 16, 8, 4, "conv_0"))
+    x = tf.nn.leaky_relu(conv2d(x, 32, 4, 2, "conv_1"))
+    return flatten(x)
+
+
+def _nature(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    x = tf.nn.leaky_relu(conv2d(x, 32, 8, 4, "conv_0"))
+    x = tf.nn.leaky_relu(conv2d(x, 64, 4, 2, "conv_1"))
+    x = tf.nn.leaky_relu(conv2d(x, 64, 3, 1, "conv_2"))
+    return flatten(x)
+
+
+def _resnet(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    for i, ch in enumerate((16, 32, 32)):
+        x = conv2d(x, ch, 3, 1, f"stack_{i}/conv", padding="SAME")
+        x = tf.nn.max_pool2d(x, 3, 2, padding="SAME")
+        for j in range(2):
+            h = conv2d(tf.nn.relu(x), ch, 3, 1, f"stack_{i}/res_{j}/conv_0", padding="SAME")
+            h = conv2d(tf.nn.relu(h), ch, 3, 1, f"stack_{i}/res_{j}/conv_1", padding="SAME")
+            x = x + h
+    return flatten(tf.nn.relu(x))
+
+
+def _match3(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    x = tf.nn.leaky_relu(conv2d(x, 35, 3, 1, "conv_0", padding="SAME"))
+    x = tf.nn.leaky_relu(conv2d(x, 144, 3, 1, "conv_1", padding="SAME"))
+    return flatten(x)
+
+
+def _fully_connected(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    return flatten(x)
+
+
+_VISUAL = {
+    "simple": _simple,
+    "nature_cnn": _nature,
+    "resnet": _resnet,
+    "match3": _match3,
+    "fully_connected": _fully_connected,
+}
+
+
+def check_visual_sizes(specs: Sequence[ObservationSpec], encoder: str) -> None:
+    """Raises ConfigError when an image is too small for the chosen visual encoder."""
+    smallest = MIN_RESOLUTION[encoder]
+    for spec in specs:
+        if spec.kind == ObservationKind.VISUAL and min(spec.shape[0], spec.shape[1]) < smallest:
+            raise ConfigError(
+                f"network_settings.vis_encode_type: {encoder} needs images of at least "
+                f"{smallest}x{smallest}, but observation {spec.name!r} is {spec.shape[0]}x{spec.shape[1]}"
+            )
+
+
+def build_body(
+    obs: Sequence[tf.Tensor],
+    specs: Sequence[ObservationSpec],
+    network: NetworkSettings,
+    normalizers: Sequence[Optional[Normalizer]],
+    name: str,
+) -> tf.Tensor:
+    """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
+
+    Vector observations are normalised (when a normalizer is given) and concatenated; each
+    visual observation goes through its own CNN to ``hidden_units``; the concatenation then
+    goes through ``num_layers`` dense layers.
+    """
+    act = get_activation(network.activation)
+    parts = []
+    with tf.variable_scope(name):
+        for i, (x, spec, norm) in enumerate(zip(obs, specs, normalizers)):
+            if spec.kind == ObservationKind.VISUAL:
+                with tf.variable_scope(f"visual_{i}"):
+                    h = _VISUAL[network.vis_encode_type](x, act)
+                    parts.append(dense(h, network.hidden_units, "dense", act))
+            else:
+                parts.append(norm.normalize(x) if norm is not None else x)
+        joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+        return mlp(joined, network.hidden_units, network.num_layers, act, "body")
