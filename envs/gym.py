@@ -134,8 +134,9 @@ class _Actions:
             high = np.asarray(space.high, np.float64).reshape(size)
             finite = np.isfinite(low) & np.isfinite(high)
             # a in [-1, 1] -> center + a * half_range; infinite bounds: identity.
-            self.half = np.where(finite, (high - low) / 2.0, 1.0)
-            self.center = np.where(finite, (high + low) / 2.0, 0.0)
+            low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)
+            self.half = (high - low) / 2.0
+            self.center = (high + low) / 2.0
             self.identity = ~finite
             self.any_identity = bool(self.identity.any())
             self.dtype = space.dtype
@@ -147,7 +148,7 @@ class _Actions:
         elif isinstance(space, spaces.MultiDiscrete):
             self.kind = "multidiscrete"
             self.shape = tuple(space.nvec.shape)
-            self.start = np.asarray(space.start, dtype=space.dtype).reshape(-1)
+            self.offsets = np.asarray(space.start, dtype=space.dtype).reshape(-1)
             self.dtype = space.dtype
             self.spec = ActionSpec(discrete_branches=tuple(int(b) for b in space.nvec.reshape(-1)))
         else:
@@ -165,7 +166,7 @@ class _Actions:
             shape = (n, self.spec.discrete_size)
             if action.discrete.shape != shape:
                 raise ValueError(f"discrete actions must have shape {shape}, got {action.discrete.shape}")
-            acts = (action.discrete.astype(self.dtype) + self.start).reshape((n,) + self.shape)
+            acts = (action.discrete.astype(self.dtype) + self.offsets).reshape((n,) + self.shape)
             return list(acts)
         shape = (n, self.spec.continuous_size)
         if action.continuous.shape != shape:

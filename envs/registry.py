@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
@@ -67,8 +68,8 @@ def parse_env_id(env_id: str) -> Tuple[str, str]:
     if env_id.startswith(BUILTIN_PREFIX):
         name = env_id[len(BUILTIN_PREFIX):]
         if name not in BUILTIN_ENVS and name not in _HIDDEN_ENVS:
-            hint = difflib.get_close_matches(name, list(BUILTIN_ENVS), n=1)
-            did_you_mean = f" (did you mean builtin:{hint[0]}?)" if hint else ""
+            close = difflib.get_close_matches(name, list(BUILTIN_ENVS), n=1)
+            did_you_mean = f" (did you mean builtin:{close[0]}?)" if close else ""
             raise EnvError(
                 f"unknown built-in environment {env_id!r}{did_you_mean}; built-in names: {', '.join(BUILTIN_ENVS)}"
             )
@@ -163,6 +164,13 @@ def make_env(
     return GymEnv(name, agents_per_env=agents_per_env, seed=seed, **args)
 
 
+def _yaml(value: Any) -> str:
+    """A default value as it would be written in the YAML config."""
+    if isinstance(value, (tuple, list, bool)) or value is None:
+        return json.dumps(list(value) if isinstance(value, tuple) else value)
+    return repr(value)
+
+
 def describe_env_ids() -> str:
     """Help text on env ids and built-in env kwargs (for the CLI and README)."""
     lines = [
@@ -176,7 +184,9 @@ def describe_env_ids() -> str:
     for name, cls in BUILTIN_ENVS.items():
         summary = (inspect.getdoc(cls) or "").splitlines()[0]
         params = inspect.signature(cls.__init__).parameters
-        args = ", ".join(f"{p}={params[p].default!r}" for p in builtin_kwargs(name))
+        args = ", ".join(f"{p}: {_yaml(params[p].default)}" for p in builtin_kwargs(name))
         lines.append(f"  builtin:{name}: {summary}")
         lines.append(f"      env_args: {args}")
+    lines.append("  max_episode_steps: 0 = no time limit; Chain's null = 2 x length. "
+                 "env_settings.seed seeds env i with seed + i.")
     return "\n".join(lines)

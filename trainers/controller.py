@@ -20,7 +20,7 @@ from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
 from trainers.ppo.trainer import PPOTrainer
-from trainers.stats import StatsReporter, TrainingStatus
+from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus
 from trainers.trajectory import AgentProcessor
 
 CheckpointHook = Callable[[PPOTrainer, str], None]
@@ -49,6 +49,7 @@ class BehaviorState:
     checkpoint_dir: str
     next_summary: int = 0
     next_checkpoint: int = 0
+    last_summary: int = -1
 
 
 def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
@@ -189,6 +190,7 @@ class TrainerController:
             if trainer.step >= b.next_summary:
                 b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
                 b.stats.write_stats(trainer.step)
+                b.last_summary = trainer.step
                 b.next_summary = (trainer.step // trainer.settings.summary_freq + 1) * trainer.settings.summary_freq
             if self.training and trainer.step >= b.next_checkpoint:
                 self.save_checkpoint(name)
@@ -197,7 +199,7 @@ class TrainerController:
 
     # ----------------------------------------------------------- checkpoints
 
-    def save_checkpoint(self, name: str) -> None:
+    def save_checkpoint(self, name: str) -> CheckpointEntry:
         """Checkpoint (+ export hook) for one behavior; prunes beyond keep_checkpoints."""
         b = self.behaviors[name]
         trainer = b.trainer
@@ -205,17 +207,13 @@ class TrainerController:
         if self.on_checkpoint is not None:
             self.on_checkpoint(trainer, prefix)
         reward = b.stats.get_stats_summaries("Environment/Cumulative Reward")
-        entry = {
-            "steps": trainer.step,
-            "file_path": prefix,
-            "creation_time": time.time(),
-            "reward": reward.mean if reward.num else None,
-        }
+        entry = CheckpointEntry(trainer.step, prefix, time.time(), reward.mean if reward.num else None)
         dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
         for old in dropped:
-            trainer.delete_checkpoint(old["file_path"])
+            trainer.delete_checkpoint(old.file_path)
         self.status.set_step(name, trainer.step)
         self._save_status()
+        return entry
 
     def _save_status(self) -> None:
         os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
@@ -225,9 +223,15 @@ class TrainerController:
         self.timers.total += time.perf_counter() - start
         for name, b in self.behaviors.items():
             if self.training:
-                self.save_checkpoint(name)
-                self.status.set_final_checkpoint(name, self.status.get_checkpoints(name)[-1])
-            b.stats.write_stats(b.trainer.step)
+                kept = self.status.get_checkpoints(name)
+                if kept and kept[-1].steps == b.trainer.step:
+                    final = kept[-1]  # just saved at this step
+                else:
+                    final = self.save_checkpoint(name)
+                self.status.set_final_checkpoint(name, final)
+            if b.trainer.step > b.last_summary:
+                b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
+                b.stats.write_stats(b.trainer.step)
         if self.training:
             self._save_status()
         os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)

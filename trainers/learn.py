@@ -99,7 +99,7 @@ def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], c
 def _latest_checkpoint(run_dir: str, behavior: str, status: Any) -> Optional[str]:
     checkpoints = status.get_checkpoints(behavior)
     if checkpoints:
-        return checkpoints[-1]["file_path"]
+        return checkpoints[-1].file_path
     return None
 
 

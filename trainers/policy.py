@@ -25,7 +25,7 @@ from trainers.tf.distributions import (
 )
 from trainers.tf.encoders import build_body, check_visual_sizes
 from trainers.tf.normalizer import Normalizer, build_normalizer
-from trainers.tf.session import make_session
+from trainers.tf.session import FastCallable, make_session
 
 POLICY_SCOPE = "policy"
 
@@ -182,6 +182,7 @@ class Policy:
         self.log_probs = tf.identity(
             actor.log_prob(self.raw_continuous, self.discrete), name=names.LOG_PROBS
         )
+        self.entropy = tf.identity(actor.entropy(), name=names.ENTROPY)
 
     # ----------------------------------------------------------------- inference
 
@@ -194,7 +195,7 @@ class Policy:
         else:
             fetches = [self.raw_continuous, self.env_continuous, self.discrete, self.log_probs]
         present = [f for f in fetches if f is not None]
-        run = self.session.make_callable(present, feed_list=self._feed_list())
+        run = FastCallable(self.session, present, self._feed_list())
 
         def call(*feeds: np.ndarray) -> list:
             values = iter(run(*feeds))

@@ -38,7 +38,10 @@ class _ChainState(BehaviorState):
 
 
 class Chain(BuiltinEnv):
-    """Walk right along a chain to the only reward (see the module docstring)."""
+    """Sparse reward at the far end of a chain of states (needs exploration, e.g. curiosity).
+
+    See the module docstring for the dynamics.
+    """
 
     def __init__(
         self,

@@ -44,7 +44,7 @@ class _SimpleState(BehaviorState):
 
 
 class Simple(BuiltinEnv):
-    """Move every coordinate of a position to the goal shown in the observations.
+    """Move every coordinate of a position to the goal (-1 or +1) shown in the observations.
 
     See the module docstring for the dynamics and rewards.
     """
@@ -138,7 +138,7 @@ class Simple(BuiltinEnv):
         at_edge = np.abs(pos) >= 1.0 - 1e-6
         pos[at_edge] = np.sign(pos[at_edge])  # 5 x 0.2 may sum to 0.9999999
         state.position = pos
-        done = at_edge.all(axis=1)
+        done = np.asarray(at_edge.all(axis=1))
         success = self.success_reward * (pos * state.goal[:, None]).mean(axis=1)
         reward = np.where(done, success, -TIME_PENALTY).astype(np.float32)
         return reward, done
@@ -169,7 +169,7 @@ class Simple(BuiltinEnv):
 
 
 class Memory(Simple):
-    """`Simple` whose goal is visible only in the first two observations of an episode.
+    """Simple, but the goal is shown only in the first two observations (needs memory).
 
     A policy must remember the goal (LSTM) to score well after step 2. Same kwargs as
     `Simple`, except ``behavior_names`` defaults to ``["Memory"]``.

@@ -19,6 +19,7 @@ from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
 from trainers.tf.normalizer import Normalizer
+from trainers.tf.session import FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 CRITIC_SCOPE = "critic"
@@ -77,20 +78,41 @@ class PPOOptimizer:
                 hp.epsilon, hp.resolved_epsilon_schedule, self.current_step, settings.max_steps, 0.1
             )
             self.placeholders = self._make_placeholders(spec)
+            # The signals' own row placeholders (GAIL's expert batch), fed by prepare_update.
+            self.signal_placeholders: Dict[str, tf.Tensor] = {}
+            for sig in self.signals.values():
+                for key, ph in sig.batch_placeholders().items():
+                    if key in self.placeholders or key in self.signal_placeholders:
+                        raise ValueError(f"reward signal {sig.name}: placeholder key collision on {key!r}")
+                    self.signal_placeholders[key] = ph
             groups = [
                 OptimizerGroup(
                     "ppo", tf.train.AdamOptimizer(self.learning_rate, epsilon=1e-5), (POLICY_SCOPE + "/", CRITIC_SCOPE + "/")
                 )
             ]
+            self._signal_groups: Dict[str, str] = {}
             for sig in self.signals.values():
                 group = sig.optimizer_group()
                 if group is not None:
+                    if any(g.name == group.name for g in groups):
+                        raise ValueError(f"optimizer group name collision: {group.name!r}")
                     groups.append(group)
+                    self._signal_groups[sig.name] = group.name
             self.groups = groups
-            self.towers: TowerGraph = build_towers(self._build_tower, self.placeholders, groups, self.devices)
+            batch = {**self.placeholders, **self.signal_placeholders}
+            self.towers: TowerGraph = build_towers(self._build_tower, batch, groups, self.devices)
+            post_ops = []
+            for sig in self.signals.values():
+                if sig.name not in self._signal_groups:
+                    continue
+                prefix = sig.name + "/"
+                own = {k[len(prefix):]: v for k, v in self.towers.stats.items() if k.startswith(prefix)}
+                op = sig.build_post_apply(self.towers.apply_ops[self._signal_groups[sig.name]], own)
+                if op is not None:
+                    post_ops.append(op)
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
                 step_update = tf.assign(policy.global_step, self.current_step)
-            self._update_op = tf.group(step_update, *self.towers.apply_ops.values())
+            self._update_op = tf.group(step_update, *self.towers.apply_ops.values(), *post_ops)
             self._stat_names = sorted(self.towers.stats)
             self._stat_names.extend(["learning_rate", "beta", "epsilon"])
             self._stat_tensors = [self.towers.stats[n] for n in sorted(self.towers.stats)] + [
@@ -104,10 +126,11 @@ class PPOOptimizer:
                 policy.obs, spec, settings.network_settings, policy.normalizers, list(self.signals), shared
             )
             self.values = {s: tf.identity(v, name=names.value_name(s)) for s, v in values.items()}
-        self._feed_list: List[tf.Tensor] = list(self.placeholders.values()) + [self.current_step]
-        self._extra_feeds: List[tf.Tensor] = []
-        self._update_fn: Optional[Callable[..., list]] = None
-        self._values_fn: Optional[Callable[..., list]] = None
+        self._feed_list: List[tf.Tensor] = (
+            list(self.placeholders.values()) + list(self.signal_placeholders.values()) + [self.current_step]
+        )
+        self._update_fn: Optional[FastCallable] = None
+        self._values_fn: Optional[FastCallable] = None
 
     # ---------------------------------------------------------------- graph
 
@@ -128,6 +151,18 @@ class PPOOptimizer:
             for s in self.signals:
                 ph[f"{s}_returns"] = tf.placeholder(tf.float32, [None], f"{s}_returns")
                 ph[f"{s}_value_estimates"] = tf.placeholder(tf.float32, [None], f"{s}_value_estimates")
+            # Fields only reward signals read, one shared placeholder each.
+            for sig in self.signals.values():
+                for field in sig.update_fields():
+                    if field in ph:
+                        continue
+                    if field.startswith("next_obs_"):
+                        shape = spec.observation_specs[int(field[len("next_obs_"):])].shape
+                        ph[field] = tf.placeholder(tf.float32, (None,) + shape, field)
+                    elif field in ("done", "environment_rewards"):
+                        ph[field] = tf.placeholder(tf.float32, [None], field)
+                    else:
+                        raise ValueError(f"reward signal {sig.name}: unknown update field {field!r}")
         return ph
 
     def _build_tower(self, shard: Dict[str, tf.Tensor]) -> TowerOutput:
@@ -171,7 +206,7 @@ class PPOOptimizer:
             if out is None:
                 continue
             if out.loss is not None:
-                losses[sig.optimizer_group().name] = out.loss
+                losses[self._signal_groups[sig.name]] = out.loss
             for k, t in out.stats.items():
                 key = f"{sig.name}/{k}"
                 if key in stats:
@@ -184,16 +219,11 @@ class PPOOptimizer:
     def evaluate_values(self, obs: Sequence[np.ndarray]) -> Dict[str, np.ndarray]:
         """Critic estimates for ``obs[i]`` ``[T, *shape]``: signal -> ``[T]`` (one run)."""
         if self._values_fn is None:
-            self._values_fn = self.policy.session.make_callable(
-                [self.values[s] for s in self.signals], feed_list=self.policy.obs
+            self._values_fn = FastCallable(
+                self.policy.session, [self.values[s] for s in self.signals], self.policy.obs
             )
         out = self._values_fn(*obs)
         return {s: v for s, v in zip(self.signals, out)}
-
-    def set_extra_feeds(self, placeholders: Sequence[tf.Tensor]) -> None:
-        """Placeholders fed by reward signals' ``prepare_update`` (fixed for the run)."""
-        self._extra_feeds = list(placeholders)
-        self._update_fn = None
 
     def update(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict) -> Dict[str, float]:
         """**One** ``sess.run``: applies every group's averaged gradients; returns stats.
@@ -204,12 +234,16 @@ class PPOOptimizer:
             extra_feed: the merged feeds of every signal's ``prepare_update``.
         """
         if self._update_fn is None:
-            self._update_fn = self.policy.session.make_callable(
-                [self._update_op] + self._stat_tensors, feed_list=self._feed_list + self._extra_feeds
+            self._update_fn = FastCallable(
+                self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op]
             )
-        feeds = [minibatch[k] for k in self.placeholders] + [step]
-        feeds.extend(extra_feed[p] for p in self._extra_feeds)
+        feeds = [minibatch[k] for k in self.placeholders]
+        for key, ph in self.signal_placeholders.items():
+            if ph not in extra_feed:
+                raise KeyError(f"no feed for reward-signal placeholder {key!r}")
+            feeds.append(extra_feed[ph])
+        feeds.append(step)
         out = self._update_fn(*feeds)
         self.update_runs += 1
-        return {name: float(v) for name, v in zip(self._stat_names, out[1:])}
+        return {name: float(v) for name, v in zip(self._stat_names, out)}
 

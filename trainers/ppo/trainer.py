@@ -68,6 +68,7 @@ class PPOTrainer:
         self.buffer = AgentBuffer()
         self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.update_seconds = 0.0
+        self.has_updated = False  # set after the first update run returns
         self.process_seconds = 0.0
 
     # -------------------------------------------------------------- experience
@@ -96,12 +97,16 @@ class PPOTrainer:
         fields["done"] = np.zeros(n, np.float32)
         fields["done"][-1] = float(traj.done)
         fields["masks"] = np.ones(n, np.float32)
+        if any(k.startswith("next_obs_") for k in self.optimizer.placeholders):
+            for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
+                fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
         total_adv = np.zeros(n, np.float32)
         returns_acc = self._signal_returns[traj.agent]
         for name, signal in self.signals.items():
-            rewards = signal.evaluate(fields)
+            rewards = signal.evaluate(fields, self.has_updated)
             v = values[name][:-1]
-            v_next = float(values[name][-1]) if traj.bootstrap else 0.0
+            terminal = traj.done and not traj.interrupted and signal.use_terminal_states
+            v_next = 0.0 if terminal else float(values[name][-1])
             adv = get_gae(rewards, v, v_next, signal.gamma, hp.lambd)
             fields[f"{name}_rewards"] = rewards
             fields[f"{name}_value_estimates"] = v
@@ -157,6 +162,7 @@ class PPOTrainer:
                     totals[name] += value
                 count += 1
         self.buffer.clear()
+        self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
         for name, value in averaged.items():
             tag = UPDATE_TAGS.get(name)

@@ -56,16 +56,37 @@ class RewardSignal(ABC):
         """Capitalised name used in TensorBoard tags (``Extrinsic``, ``GAIL``)."""
         return self.name.capitalize() if self.name != "gail" else "GAIL"
 
-    # Training graph (signals without a network keep the defaults).
+    #: Whether value targets stop at a true terminal state (curiosity: no, FACTS section 2).
+    use_terminal_states: bool = True
+
+    # Training graph (signals without a network keep the defaults). The optimizer calls
+    # these inside the policy's graph, in this order: update_fields, batch_placeholders
+    # (once), optimizer_group (once), build_tower (once per tower), build_post_apply (once).
+
+    def update_fields(self) -> Sequence[str]:
+        """Buffer fields this signal's tower reads beyond the policy's (e.g. ``next_obs_0``,
+        ``done``); the optimizer makes one shared placeholder per field."""
+        return ()
+
+    def batch_placeholders(self) -> Mapping[str, tf.Tensor]:
+        """The signal's own row placeholders (e.g. GAIL's expert minibatch), keyed by a
+        name unique to the signal; they are split across towers like buffer fields and fed
+        by ``prepare_update``."""
+        return {}
+
     def optimizer_group(self) -> Optional[OptimizerGroup]:
+        """The optimizer and variable scopes of the signal's network (None: no network)."""
         return None
 
     def build_tower(self, shard: Mapping[str, tf.Tensor]) -> Optional[SignalTower]:
+        """Loss and stats on one tower's shard (buffer fields + batch placeholders)."""
         return None
 
-    def update_fields(self) -> Sequence[str]:
-        """Buffer fields this signal's tower reads (beyond the policy's)."""
-        return ()
+    def build_post_apply(self, apply_op: tf.Operation, stats: Mapping[str, tf.Tensor]) -> Optional[tf.Operation]:
+        """An op run after the group's averaged gradients are applied, in the same run
+        (VAIL's beta update). ``stats`` are the tower-averaged stats of this signal, without
+        the ``<name>/`` prefix."""
+        return None
 
     def prepare_update(self, minibatch: Mapping[str, np.ndarray], num_sequences: int) -> FeedDict:
         """Feeds for the signal's own placeholders (pure: nothing run, nothing mutated)."""
@@ -73,9 +94,15 @@ class RewardSignal(ABC):
 
     @property
     def stats(self) -> Mapping[str, str]:
-        """TensorBoard tag -> name in the update's stats dict."""
+        """TensorBoard tag -> name in the update's stats dict (``<name>/<stat>``)."""
         return {}
 
     @abstractmethod
-    def evaluate(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
-        """``[T]`` float32 rewards (already scaled by ``strength``) for a trajectory."""
+    def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
+        """``[T]`` float32 rewards (already scaled by ``strength``) for a trajectory.
+
+        Args:
+            fields: the trajectory's buffer fields (``obs_<i>``, ``next_obs_<i>`` when
+                requested, actions, ``done``, ``environment_rewards``), ``[T, ...]``.
+            has_updated: whether an update has run (the trainer's state, not the signal's).
+        """

@@ -9,5 +9,5 @@ from trainers.reward_signals.base import RewardSignal
 
 
 class ExtrinsicRewardSignal(RewardSignal):
-    def evaluate(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+    def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
         return (fields["environment_rewards"] * self.strength).astype(np.float32)

@@ -18,10 +18,7 @@ def create_reward_signals(configs: Mapping[str, RewardSignalSettings], policy: "
     """Instantiates every configured signal, in config order."""
     signals: Dict[str, RewardSignal] = {}
     for name, settings in configs.items():
-        if name not in if TYPE_CHECKING:
-    from trainers.policy import Policy
-
-REGISTRY:
+        if name not in REGISTRY:
             raise ConfigError(
                 f"reward_signals.{name}: not available in this version (available: {', '.join(REGISTRY)})"
             )

@@ -37,11 +37,20 @@ LEGACY_ACTION_PROBS = "action_probs"
 LEGACY_IS_CONTINUOUS = "is_continuous_control"
 LEGACY_ACTION_OUTPUT_SHAPE = "action_output_shape"
 LEGACY_VERSION = 2
+LEGACY_EPSILON = "epsilon"
+
+# Name of the dynamic batch dimension in exported ONNX models (as ML-Agents writes it).
+ONNX_BATCH_DIM = "batch"
 
 
 def obs_name(index: int) -> str:
     """Name of the ``index``-th observation input (``obs_0``, ``obs_1``, ...)."""
     return f"obs_{index}"
+
+
+def legacy_visual_name(index: int) -> str:
+    """TF-era name of the ``index``-th *visual* observation (``visual_observation_0``, ...)."""
+    return f"{LEGACY_VISUAL_OBSERVATION_PREFIX}{index}"
 
 
 def value_name(signal: str) -> str:

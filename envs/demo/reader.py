@@ -1,0 +1,758 @@
+"""Read Unity ML-Agents `.demo` files (every era) into typed numpy arrays.
+
+File layout: see `envs.demo.framing`. Three record eras:
+
+* ``"legacy"`` (ML-Agents up to 0.11): each record is an ``AgentInfoProto``; the behavior
+  parameters give the vector size, the stacking, the cameras and the action space.
+* ``"pair"`` (0.12 onward): each record is an ``AgentInfoActionPairProto``; observation
+  shapes come from the first record.
+* ``"pair+action_spec"`` (ML-Agents 2.0): as ``"pair"``, and the behavior parameters carry
+  an ``ActionSpecProto`` (continuous and/or discrete, i.e. hybrid actions); actions are in
+  ``continuous_actions`` / ``discrete_actions``, with ``vector_actions`` as the fallback
+  when both are empty.
+
+**Which action goes with which observation.** In every era Unity writes a record *before*
+the agent decides: the action stored in a record is the action the agent took at its
+*previous* decision (Unity's ``storedActions``; a new agent or episode stores zeros). So
+the action taken on the observation of record ``t`` is the action stored in the next record
+of the same agent, ``t + 1``. (This is the documented rule for the legacy era; the real
+files show the same for the later eras: in the 2020 3DBall recording the platform rotation
+between records ``t`` and ``t + 1`` follows the action stored in ``t + 1`` exactly. The
+ML-Agents Python loader of 0.12+ pairs an observation with the action of its own record,
+i.e. one decision late; we do not.)
+
+A `Demonstration` therefore has one row per pair of consecutive records of one agent
+(agent id), in file order, agents in order of first appearance::
+
+    row = (observation of record t, action stored in record t+1,
+           reward, done, max_step_reached of record t+1, action mask of record t)
+
+i.e. a transition ``(s_t, a_t, r_{t+1}, done_{t+1})``. The **last record of each agent**
+contributes only its stored action, reward and done flag to the row before it; its own
+observation is dropped, because the action taken on it was never recorded. A file of ``N``
+records and ``A`` agent ids gives ``N - A`` rows (later Unity releases give each episode a
+new agent id, so there ``A`` is the number of episodes; older files keep one id, and their
+``done`` record already shows the next episode's first observation).
+
+**Episodes.** A row whose next record is ``done`` ends an episode; every agent's rows start
+a new episode. The episode count is the number of done rows plus the agents whose last
+row is not done (an episode still running when the recording stopped): this is what Unity
+writes as ``number_episodes``.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, ObservationKind, ObservationSpec
+from envs.demo import demonstration_pb2 as pb
+from envs.demo.framing import (
+    BRAIN_PARAMETERS_OFFSET,
+    META_RESERVED_BYTES,
+    FramingError,
+    read_delimited,
+    top_level_field_numbers,
+)
+from envs.demo.png import PNG_SIGNATURE, PngError, decode_png, split_pngs
+from envs.exceptions import DemoError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+RECORD_FORMATS = ("legacy", "pair", "pair+action_spec")
+DEMO_SUFFIX = ".demo"
+
+# DimensionPropertyProto values Unity writes in ObservationProto.dimension_properties.
+_DIM_NONE = 1
+_DIM_TRANSLATIONAL = 2
+
+
+@dataclass(frozen=True)
+class DemoInfo:
+    """What a `.demo` file says about itself.
+
+    Attributes:
+        name: the demonstration name of the metadata.
+        api_version: the metadata's API version (1 for every Unity release so far).
+        number_steps: records read (the metadata's ``number_steps``; all records up to
+            the end of the file when that is 0).
+        number_episodes: the metadata's episode count (computed from the records when the
+            metadata was never finalised).
+        mean_reward: the metadata's mean reward per episode (Unity: sum of all record
+            rewards / number_episodes).
+        record_format: ``"legacy"``, ``"pair"`` or ``"pair+action_spec"`` (``"mixed"`` for
+            a directory of files of several eras).
+        behavior_name: the brain / behavior name of the behavior parameters.
+        path: the file (or directory) read.
+    """
+
+    name: str
+    api_version: int
+    number_steps: int
+    number_episodes: int
+    mean_reward: float
+    record_format: str
+    behavior_name: str = ""
+    path: str = ""
+
+
+@dataclass
+class Demonstration:
+    """Expert transitions, one row per decision (see the module docstring for the rules).
+
+    Attributes:
+        info: the file's metadata.
+        behavior_spec: observation specs (visual ones ``[H, W, C]``) and action spec.
+        obs: one ``[T, *shape]`` float32 array per observation spec; visual in [0, 1].
+        continuous_actions: ``[T, continuous_size]`` float32.
+        discrete_actions: ``[T, num_branches]`` int32.
+        rewards: ``[T]`` float32, the reward that followed the action.
+        done: ``[T]`` bool, the episode ended after this row's action.
+        interrupted: ``[T]`` bool, it ended by reaching the max step (only where done).
+        action_masks: ``[T, sum(branches)]`` bool, True = action unavailable; None when the
+            file has no masks.
+        agent_ids: ``[T]`` int32, the agent id of the row's observation.
+        episode_ids: ``[T]`` int32, 0-based episode index, contiguous per episode.
+    """
+
+    info: DemoInfo
+    behavior_spec: BehaviorSpec
+    obs: List[np.ndarray]
+    continuous_actions: np.ndarray
+    discrete_actions: np.ndarray
+    rewards: np.ndarray
+    done: np.ndarray
+    interrupted: np.ndarray
+    action_masks: Optional[np.ndarray]
+    agent_ids: np.ndarray
+    episode_ids: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def actions(self) -> ActionTuple:
+        """Both action parts as an `ActionTuple` (``[T, c]`` and ``[T, b]``)."""
+        return ActionTuple(continuous=self.continuous_actions, discrete=self.discrete_actions)
+
+    @property
+    def episode_count(self) -> int:
+        """Episodes in the rows: finished ones plus those still running at the end."""
+        return int(np.unique(self.episode_ids).size)
+
+    @property
+    def episode_returns(self) -> np.ndarray:
+        """``[episode_count]`` float64, the sum of rewards of each episode."""
+        if len(self) == 0:
+            return np.zeros(0, np.float64)
+        _, index = np.unique(self.episode_ids, return_inverse=True)
+        return np.bincount(index, weights=self.rewards.astype(np.float64))
+
+    @property
+    def mean_return(self) -> float:
+        """Mean of `episode_returns` (0.0 without rows)."""
+        returns = self.episode_returns
+        return float(returns.mean()) if returns.size else 0.0
+
+
+# --------------------------------------------------------------------------- errors
+class _RecordError(Exception):
+    """A problem inside one record; the caller adds file, record and offset."""
+
+
+def _fail(path: PathLike, offset: int, message: str) -> DemoError:
+    text = " ".join(str(message).split())  # one line, whatever protobuf or PIL said
+    return DemoError(f"{os.fspath(path)}: byte {offset}: {text}")
+
+
+# --------------------------------------------------------------------------- specs
+def format_behavior_spec(spec: BehaviorSpec) -> str:
+    """One line: ``observations [(84, 84, 3) visual, (1,) vector]; actions continuous 3 + discrete [2]``."""
+    obs = ", ".join(f"{tuple(o.shape)} {o.kind.value}" for o in spec.observation_specs)
+    return f"observations [{obs}]; actions {format_action_spec(spec.action_spec)}"
+
+
+def format_action_spec(spec: ActionSpec) -> str:
+    """``continuous 2``, ``discrete [3, 3]`` or ``continuous 3 + discrete [2]``."""
+    parts = []
+    if spec.continuous_size:
+        parts.append(f"continuous {spec.continuous_size}")
+    if spec.discrete_branches:
+        parts.append(f"discrete {list(spec.discrete_branches)}")
+    return " + ".join(parts) if parts else "none"
+
+
+def _spec_key(spec: BehaviorSpec) -> Tuple[object, ...]:
+    obs = tuple((tuple(o.shape), o.kind) for o in spec.observation_specs)
+    return obs, spec.action_spec.continuous_size, tuple(spec.action_spec.discrete_branches)
+
+
+def check_demo_spec(demo: Demonstration, behavior_name: str, spec: BehaviorSpec) -> None:
+    """Raise `DemoError` unless ``demo`` was recorded with ``spec`` (names are ignored).
+
+    Observation shapes and kinds must match in order; the action spec must be equal.
+    """
+    if _spec_key(demo.behavior_spec) == _spec_key(spec):
+        return
+    where = []
+    ours, theirs = demo.behavior_spec, spec
+    if len(ours.observation_specs) != len(theirs.observation_specs):
+        where.append(f"{len(ours.observation_specs)} vs {len(theirs.observation_specs)} observations")
+    else:
+        for i, (a, b) in enumerate(zip(ours.observation_specs, theirs.observation_specs)):
+            if (a.shape, a.kind) != (b.shape, b.kind):
+                where.append(f"observation {i} differs")
+    if ours.action_spec != theirs.action_spec:
+        where.append("actions differ")
+    demo_name = demo.info.behavior_name or demo.info.name
+    raise DemoError(
+        f"demonstration {demo.info.path or demo_name!r} ({demo_name}) does not match behavior "
+        f"{behavior_name!r} ({'; '.join(where)}): demo has {format_behavior_spec(ours)}; "
+        f"{behavior_name} has {format_behavior_spec(theirs)}"
+    )
+
+
+# --------------------------------------------------------------------------- loading
+def load_demonstration(path: PathLike) -> Demonstration:
+    """Read a `.demo` file, or every ``*.demo`` file of a directory merged (sorted by name).
+
+    Files of a directory must share one behavior spec; their rows are concatenated,
+    episode ids renumbered so that they stay distinct.
+
+    Raises:
+        DemoError: missing, empty, truncated or corrupt file (the message names the file
+            and the byte offset), an empty directory, or files with different specs.
+    """
+    p = Path(os.fspath(path))
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == DEMO_SUFFIX and f.is_file())
+        if not files:
+            raise DemoError(f"{p}: directory holds no {DEMO_SUFFIX} files")
+        demos = [_load_file(f) for f in files]
+        return _merge(p, files, demos)
+    return _load_file(p)
+
+
+def _merge(directory: Path, files: Sequence[Path], demos: Sequence[Demonstration]) -> Demonstration:
+    first = demos[0]
+    for f, d in zip(files[1:], demos[1:]):
+        if _spec_key(d.behavior_spec) != _spec_key(first.behavior_spec):
+            raise DemoError(
+                f"{directory}: {f.name} and {files[0].name} have different behavior specs: "
+                f"{format_behavior_spec(d.behavior_spec)} vs {format_behavior_spec(first.behavior_spec)}"
+            )
+    if len(demos) == 1:
+        return first
+    episode_ids = []
+    offset = 0
+    for d in demos:
+        episode_ids.append(d.episode_ids + offset)
+        if len(d):
+            offset += int(d.episode_ids.max()) + 1
+    formats = {d.info.record_format for d in demos}
+    episodes = sum(d.info.number_episodes for d in demos)
+    total_reward = sum(d.info.mean_reward * d.info.number_episodes for d in demos)
+    masks = None
+    if any(d.action_masks is not None for d in demos):
+        width = sum(first.behavior_spec.action_spec.discrete_branches)
+        masks = np.concatenate(
+            [d.action_masks if d.action_masks is not None else np.zeros((len(d), width), bool) for d in demos]
+        )
+    info = DemoInfo(
+        name=",".join(d.info.name for d in demos),
+        api_version=max(d.info.api_version for d in demos),
+        number_steps=sum(d.info.number_steps for d in demos),
+        number_episodes=episodes,
+        mean_reward=float(total_reward / episodes) if episodes else 0.0,
+        record_format=formats.pop() if len(formats) == 1 else "mixed",
+        behavior_name=first.info.behavior_name,
+        path=str(directory),
+    )
+    return Demonstration(
+        info=info,
+        behavior_spec=first.behavior_spec,
+        obs=[np.concatenate([d.obs[i] for d in demos]) for i in range(len(first.obs))],
+        continuous_actions=np.concatenate([d.continuous_actions for d in demos]),
+        discrete_actions=np.concatenate([d.discrete_actions for d in demos]),
+        rewards=np.concatenate([d.rewards for d in demos]),
+        done=np.concatenate([d.done for d in demos]),
+        interrupted=np.concatenate([d.interrupted for d in demos]),
+        action_masks=masks,
+        agent_ids=np.concatenate([d.agent_ids for d in demos]),
+        episode_ids=np.concatenate(episode_ids).astype(np.int32),
+    )
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise DemoError(f"{path}: demonstration file not found") from None
+    except IsADirectoryError:
+        raise DemoError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise DemoError(f"{path}: cannot read demonstration file ({e.strerror or e})") from None
+
+
+def _load_file(path: Path) -> Demonstration:
+    data = _read_bytes(path)
+    if not data:
+        raise _fail(path, 0, "empty file, not a demonstration")
+
+    # -- metadata at offset 0, inside the reserved bytes
+    try:
+        meta_bytes, meta_end = read_delimited(data, 0, "the metadata")
+    except FramingError as e:
+        raise _fail(path, e.offset, f"{'truncated' if e.truncated else 'corrupt'} file: {e.message}") from None
+    if meta_end > BRAIN_PARAMETERS_OFFSET:
+        raise _fail(
+            path, 0, f"corrupt metadata: {len(meta_bytes)} bytes, more than the {META_RESERVED_BYTES} reserved"
+        )
+    try:
+        meta = pb.DemonstrationMetaProto.FromString(meta_bytes)
+    except DecodeError as e:
+        raise _fail(path, 0, f"corrupt metadata ({e})") from None
+    if meta.number_steps < 0 or meta.number_episodes < 0:
+        raise _fail(path, 0, f"corrupt metadata: {meta.number_steps} steps, {meta.number_episodes} episodes")
+
+    # -- behavior parameters at offset 33
+    if len(data) <= BRAIN_PARAMETERS_OFFSET:
+        raise _fail(path, len(data), "truncated file: it ends before the behavior parameters at byte "
+                    f"{BRAIN_PARAMETERS_OFFSET}")
+    try:
+        brain_bytes, pos = read_delimited(data, BRAIN_PARAMETERS_OFFSET, "the behavior parameters")
+        brain = pb.BrainParametersProto.FromString(brain_bytes)
+    except FramingError as e:
+        raise _fail(path, e.offset, f"{'truncated' if e.truncated else 'corrupt'} file: {e.message}") from None
+    except DecodeError as e:
+        raise _fail(path, BRAIN_PARAMETERS_OFFSET, f"corrupt behavior parameters ({e})") from None
+
+    # -- the records: number_steps of them, or up to the end when that is 0
+    expected = meta.number_steps
+    records: List[Tuple[int, bytes]] = []
+    while (expected and len(records) < expected) or (not expected and pos < len(data)):
+        what = f"record {len(records)}" + (f" of {expected}" if expected else "")
+        if pos >= len(data):
+            raise _fail(path, pos, f"truncated file: it ends after {len(records)} of {expected} records")
+        try:
+            body, end = read_delimited(data, pos, what)
+        except FramingError as e:
+            raise _fail(path, e.offset, f"{'truncated' if e.truncated else 'corrupt'} file: {e.message}") from None
+        records.append((pos, body))
+        pos = end
+    if not records:
+        raise _fail(path, pos, "the file holds no records")
+
+    record_format = _detect_format(brain, records[0][1])
+    try:
+        decoder = _Decoder.build(record_format, brain, records[0][1])
+    except _RecordError as e:
+        raise _fail(path, records[0][0], f"record 0: {e}") from None
+    except _BrainError as e:
+        raise _fail(path, BRAIN_PARAMETERS_OFFSET, f"behavior parameters: {e}") from None
+
+    steps = []
+    for k, (offset, body) in enumerate(records):
+        try:
+            steps.append(decoder.decode(body))
+        except DecodeError as e:
+            raise _fail(path, offset, f"corrupt record {k} ({record_format} format): {e}") from None
+        except _RecordError as e:
+            raise _fail(path, offset, f"record {k}: {e}") from None
+
+    demo = _build_rows(decoder, steps)
+    if expected:
+        episodes, mean_reward = int(meta.number_episodes), float(meta.mean_reward)
+    else:  # never finalised (number_steps 0): count the Unity way from the records
+        episodes = demo.episode_count
+        mean_reward = float(sum(s.reward for s in steps) / episodes) if episodes else 0.0
+    demo.info = DemoInfo(
+        name=meta.demonstration_name,
+        api_version=int(meta.api_version),
+        number_steps=len(records),
+        number_episodes=episodes,
+        mean_reward=mean_reward,
+        record_format=record_format,
+        behavior_name=brain.brain_name,
+        path=str(path),
+    )
+    return demo
+
+
+def _detect_format(brain: "pb.BrainParametersProto", first: bytes) -> str:
+    """The record era: the behavior parameters' action_spec, else the first record's shape.
+
+    A pair record has only fields 1 and 2 at its top level and its agent info carries
+    observations (field 13); a legacy record has reward, id, actions... at the top.
+    """
+    if brain.HasField("action_spec"):
+        return "pair+action_spec"
+    try:
+        fields = set(top_level_field_numbers(first))
+    except ValueError:
+        return "legacy"
+    if fields and fields <= {1, 2}:
+        try:
+            pair = pb.AgentInfoActionPairProto.FromString(first)
+        except DecodeError:
+            return "legacy"
+        if len(pair.agent_info.observations) > 0:
+            return "pair"
+    return "legacy"
+
+
+class _BrainError(Exception):
+    """The behavior parameters are unusable."""
+
+
+@dataclass
+class _Step:
+    obs: List[np.ndarray]
+    continuous: np.ndarray
+    discrete: np.ndarray
+    reward: float
+    done: bool
+    max_step: bool
+    agent_id: int
+    mask: Optional[np.ndarray]
+
+
+@dataclass(frozen=True)
+class _ObsPlan:
+    """How to turn observation ``index`` of a record into a spec-shaped array."""
+
+    index: int
+    proto_shape: Tuple[int, ...]
+    spec: ObservationSpec
+    channels_first: bool  # proto shape is (C, H, W)
+
+
+def _action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
+    if brain.HasField("action_spec"):
+        a = brain.action_spec
+        branches = tuple(int(b) for b in a.discrete_branch_sizes)
+        if a.num_discrete_actions != len(branches):
+            raise _BrainError(
+                f"action spec declares {a.num_discrete_actions} discrete branches but lists {len(branches)} sizes"
+            )
+        spec = ActionSpec(int(a.num_continuous_actions), branches)
+    else:
+        sizes = tuple(int(s) for s in brain.vector_action_size)
+        space = int(brain.vector_action_space_type)
+        if space == pb.SPACE_TYPE_CONTINUOUS:
+            if len(sizes) != 1:
+                raise _BrainError(f"continuous action space with sizes {list(sizes)} (expected one size)")
+            spec = ActionSpec(sizes[0], ())
+        elif space == pb.SPACE_TYPE_DISCRETE:
+            spec = ActionSpec(0, sizes)
+        else:
+            raise _BrainError(f"unknown action space type {space}")
+    if spec.continuous_size < 0 or any(b <= 0 for b in spec.discrete_branches):
+        raise _BrainError(f"invalid action sizes ({format_action_spec(spec)})")
+    if spec.continuous_size == 0 and not spec.discrete_branches:
+        raise _BrainError("no actions declared")
+    return spec
+
+
+class _Decoder:
+    """Turns one record into a `_Step`, for one file's era and spec."""
+
+    def __init__(self, record_format: str, spec: BehaviorSpec, plans: List[_ObsPlan], n_record_obs: int,
+                 legacy_vector: int, legacy_cameras: int) -> None:
+        self.record_format = record_format
+        self.spec = spec
+        self.plans = plans
+        self.n_record_obs = n_record_obs
+        self.legacy_vector = legacy_vector
+        self.legacy_cameras = legacy_cameras
+        self.mask_width = sum(spec.action_spec.discrete_branches)
+
+    # -- construction: the spec
+    @staticmethod
+    def build(record_format: str, brain: "pb.BrainParametersProto", first: bytes) -> "_Decoder":
+        action_spec = _action_spec_from_brain(brain)
+        if record_format == "legacy":
+            specs: List[ObservationSpec] = []
+            plans: List[_ObsPlan] = []
+            for i, cam in enumerate(brain.camera_resolutions):
+                if cam.width <= 0 or cam.height <= 0:
+                    raise _BrainError(f"camera {i} has resolution {cam.width}x{cam.height}")
+                shape = (int(cam.height), int(cam.width), 1 if cam.gray_scale else 3)
+                s = ObservationSpec(shape, f"visual_observation_{i}", ObservationKind.VISUAL)
+                plans.append(_ObsPlan(i, shape, s, False))
+                specs.append(s)
+            stack = max(1, int(brain.num_stacked_vector_observations))
+            vector = int(brain.vector_observation_size) * stack
+            if vector < 0:
+                raise _BrainError(f"vector observation size {brain.vector_observation_size}")
+            if vector:
+                s = ObservationSpec((vector,), "vector_observation", ObservationKind.VECTOR)
+                plans.append(_ObsPlan(-1, (vector,), s, False))
+                specs.append(s)
+            if not specs:
+                raise _BrainError("no observations declared (no vector size, no camera)")
+            spec = BehaviorSpec(tuple(specs), action_spec)
+            return _Decoder(record_format, spec, plans, 0, vector, len(brain.camera_resolutions))
+
+        try:
+            pair = pb.AgentInfoActionPairProto.FromString(first)
+        except DecodeError as e:
+            raise _RecordError(f"corrupt first record ({e})") from None
+        observations = pair.agent_info.observations
+        plans = []
+        for i, o in enumerate(observations):
+            shape = tuple(int(s) for s in o.shape)
+            if any(s < 0 for s in shape):
+                raise _RecordError(f"observation {i} has shape {list(shape)}")
+            if int(np.prod(shape)) == 0:
+                continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
+            name = o.name or f"obs_{i}"
+            if len(shape) == 1:
+                plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
+            elif len(shape) == 3:
+                png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
+                channels_first = _channels_first(shape, list(o.dimension_properties), png)
+                c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
+                spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
+                plans.append(_ObsPlan(i, shape, spec_i, channels_first))
+            else:
+                raise _RecordError(
+                    f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
+                    "visual (3-D) observations are supported"
+                )
+        if not plans:
+            raise _RecordError("the first record has no observations")
+        spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)
+        return _Decoder(record_format, spec, plans, len(observations), 0, 0)
+
+    # -- one record
+    def decode(self, body: bytes) -> _Step:
+        if self.record_format == "legacy":
+            info = pb.AgentInfoProto.FromString(body)
+            obs = self._legacy_obs(info)
+            action_values = np.asarray(info.stored_vector_actions, dtype=np.float64)
+            continuous, discrete = self._split_vector_actions(action_values)
+        else:
+            pair = pb.AgentInfoActionPairProto.FromString(body)
+            info = pair.agent_info
+            obs = self._pair_obs(info)
+            continuous, discrete = self._pair_actions(pair.action_info)
+        mask = None
+        if len(info.action_mask):
+            if len(info.action_mask) != self.mask_width:
+                raise _RecordError(f"action mask has {len(info.action_mask)} entries, expected {self.mask_width}")
+            mask = np.asarray(info.action_mask, dtype=bool)
+        return _Step(obs, continuous, discrete, float(info.reward), bool(info.done), bool(info.max_step_reached),
+                     int(info.id), mask)
+
+    def _legacy_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
+        n_vec = len(info.stacked_vector_observation)
+        if n_vec != self.legacy_vector:
+            raise _RecordError(
+                f"{n_vec} vector observation values, the behavior parameters declare {self.legacy_vector}"
+            )
+        if len(info.visual_observations) != self.legacy_cameras:
+            raise _RecordError(
+                f"{len(info.visual_observations)} visual observations, the behavior parameters declare "
+                f"{self.legacy_cameras} cameras"
+            )
+        out = []
+        for plan in self.plans:
+            if plan.index < 0:
+                out.append(np.asarray(info.stacked_vector_observation, dtype=np.float32))
+            else:
+                out.append(_decode_image(info.visual_observations[plan.index], (), plan.spec.shape, plan.index))
+        return out
+
+    def _pair_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
+        if len(info.observations) != self.n_record_obs:
+            raise _RecordError(f"{len(info.observations)} observations, the first record has {self.n_record_obs}")
+        out = []
+        for plan in self.plans:
+            o = info.observations[plan.index]
+            shape = tuple(o.shape)
+            if shape != plan.proto_shape:
+                raise _RecordError(
+                    f"observation {plan.index} has shape {list(shape)}, the first record {list(plan.proto_shape)}"
+                )
+            if o.compression_type == pb.COMPRESSION_TYPE_PNG:
+                if plan.spec.kind != ObservationKind.VISUAL:
+                    raise _RecordError(f"observation {plan.index} is a PNG but has shape {list(shape)}")
+                out.append(_decode_image(o.compressed_data, o.compressed_channel_mapping, plan.spec.shape, plan.index))
+            elif o.compression_type == pb.COMPRESSION_TYPE_NONE:
+                values = np.asarray(o.float_data.data, dtype=np.float32)
+                if values.size != int(np.prod(shape)):
+                    raise _RecordError(f"observation {plan.index} has {values.size} values for shape {list(shape)}")
+                values = values.reshape(shape)
+                if plan.spec.kind == ObservationKind.VISUAL and plan.channels_first:
+                    values = values.transpose(1, 2, 0)
+                out.append(np.ascontiguousarray(values))
+            else:
+                raise _RecordError(f"observation {plan.index} has unknown compression type {int(o.compression_type)}")
+        return out
+
+    def _pair_actions(self, action: "pb.AgentActionProto") -> Tuple[np.ndarray, np.ndarray]:
+        a = self.spec.action_spec
+        if len(action.continuous_actions) or len(action.discrete_actions):
+            cont = np.asarray(action.continuous_actions, dtype=np.float32)
+            disc = np.asarray(action.discrete_actions, dtype=np.int64)
+            if cont.size == 0 and a.continuous_size:
+                cont = np.zeros(a.continuous_size, np.float32)
+            if disc.size == 0 and a.discrete_size:
+                disc = np.zeros(a.discrete_size, np.int64)
+            if cont.size != a.continuous_size or disc.size != a.discrete_size:
+                raise _RecordError(
+                    f"action has {cont.size} continuous and {disc.size} discrete values, expected "
+                    f"{format_action_spec(a)}"
+                )
+            return cont, self._check_discrete(disc)
+        return self._split_vector_actions(np.asarray(action.vector_actions, dtype=np.float64))
+
+    def _split_vector_actions(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """``vector_actions``: continuous values then discrete branch indices (as floats)."""
+        a = self.spec.action_spec
+        total = a.continuous_size + a.discrete_size
+        if values.size == 0:  # no previous action (first step of an agent)
+            values = np.zeros(total)
+        if values.size != total:
+            raise _RecordError(f"action has {values.size} values, expected {total} ({format_action_spec(a)})")
+        cont = values[: a.continuous_size].astype(np.float32)
+        disc = np.rint(values[a.continuous_size:]).astype(np.int64)
+        return cont, self._check_discrete(disc)
+
+    def _check_discrete(self, disc: np.ndarray) -> np.ndarray:
+        branches = self.spec.action_spec.discrete_branches
+        for i, (v, b) in enumerate(zip(disc.tolist(), branches)):
+            if not 0 <= v < b:
+                raise _RecordError(f"discrete action {v} out of range for branch {i} of size {b}")
+        return disc.astype(np.int32)
+
+
+def _channels_first(shape: Tuple[int, ...], dims: List[int], png: bytes = b"") -> bool:
+    """Whether a 3-D proto shape is (C, H, W) (ML-Agents 2.0) rather than (H, W, C).
+
+    The first PNG's size decides when it fits only one layout; otherwise
+    ``dimension_properties`` (ML-Agents 1.9+: channels are the dimension without
+    translational equivariance); files without either are (H, W, C), as before 2.0.
+    """
+    size = _png_size(png)
+    if size is not None:
+        hwc, chw = size == (shape[0], shape[1]), size == (shape[1], shape[2])
+        if hwc != chw:
+            return chw
+    if len(dims) == 3:
+        if dims[0] == _DIM_NONE and dims[1] == dims[2] == _DIM_TRANSLATIONAL:
+            return True
+        if dims[2] == _DIM_NONE and dims[0] == dims[1] == _DIM_TRANSLATIONAL:
+            return False
+    return False
+
+
+def _png_size(data: bytes) -> Optional[Tuple[int, int]]:
+    """``(height, width)`` from a PNG's IHDR, or None when ``data`` is not a PNG."""
+    if len(data) < 24 or data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", data[16:24])
+    return int(height), int(width)
+
+
+def _decode_image(data: bytes, mapping: Sequence[int], shape: Tuple[int, ...], index: int) -> np.ndarray:
+    """PNG bytes (possibly several concatenated) -> ``shape`` = (H, W, C) float32 in [0, 1].
+
+    With a channel mapping, image channel ``i`` (over the concatenated images) feeds
+    observation channel ``mapping[i]``; channels mapped to one target are averaged, ``-1``
+    is padding. Without one, a 1-channel observation is the mean of the colour channels
+    and alpha channels are dropped.
+    """
+    h, w, c = shape
+    try:
+        images = [decode_png(part) for part in split_pngs(data)]
+    except PngError as e:
+        raise _RecordError(f"visual observation {index}: {e}") from None
+    for img in images:
+        if img.shape[:2] != (h, w):
+            raise _RecordError(f"visual observation {index} is {img.shape[1]}x{img.shape[0]} pixels, expected {w}x{h}")
+    mapping = [int(m) for m in mapping]
+    if mapping:
+        stacked = np.concatenate(images, axis=2).astype(np.float32)
+        if len(mapping) != stacked.shape[2]:
+            raise _RecordError(
+                f"visual observation {index}: channel mapping has {len(mapping)} entries for "
+                f"{stacked.shape[2]} image channels"
+            )
+        out = np.empty((h, w, c), np.float32)
+        for ch in range(c):
+            sources = [i for i, m in enumerate(mapping) if m == ch]
+            if not sources:
+                raise _RecordError(f"visual observation {index}: channel mapping fills no data into channel {ch}")
+            out[:, :, ch] = stacked[:, :, sources].mean(axis=2)
+        return out / 255.0
+    colour = [img if img.shape[2] in (1, 3) else img[:, :, : img.shape[2] - 1] for img in images]  # drop alpha
+    stacked = np.concatenate(colour, axis=2).astype(np.float32)
+    if c == 1 and stacked.shape[2] == 3:
+        stacked = stacked.mean(axis=2, keepdims=True)
+    elif c == 3 and stacked.shape[2] == 1:
+        stacked = np.repeat(stacked, 3, axis=2)
+    if stacked.shape[2] < c:
+        raise _RecordError(f"visual observation {index} has {stacked.shape[2]} channels, expected {c}")
+    return stacked[:, :, :c] / 255.0
+
+
+def _build_rows(decoder: _Decoder, steps: List[_Step]) -> Demonstration:
+    """Pair each record with the next record of the same agent (see the module docstring)."""
+    spec = decoder.spec
+    by_agent: Dict[int, List[int]] = {}
+    for i, s in enumerate(steps):
+        by_agent.setdefault(s.agent_id, []).append(i)
+    obs_index: List[int] = []
+    next_index: List[int] = []
+    episode_ids: List[int] = []
+    episode = -1
+    for indices in by_agent.values():
+        if len(indices) < 2:
+            continue
+        episode += 1
+        pairs = list(zip(indices[:-1], indices[1:]))
+        for k, (a, b) in enumerate(pairs):
+            obs_index.append(a)
+            next_index.append(b)
+            episode_ids.append(episode)
+            if steps[b].done and k + 1 < len(pairs):
+                episode += 1
+    t = len(obs_index)
+    obs = []
+    for j, o in enumerate(spec.observation_specs):
+        if t:
+            obs.append(np.stack([steps[i].obs[j] for i in obs_index]).astype(np.float32, copy=False))
+        else:
+            obs.append(np.zeros((0,) + tuple(o.shape), np.float32))
+    a = spec.action_spec
+    cont = np.asarray([steps[i].continuous for i in next_index], np.float32).reshape(t, a.continuous_size)
+    disc = np.asarray([steps[i].discrete for i in next_index], np.int32).reshape(t, a.discrete_size)
+    done = np.asarray([steps[i].done for i in next_index], bool).reshape(t)
+    interrupted = done & np.asarray([steps[i].max_step for i in next_index], bool).reshape(t)
+    masks = None
+    if any(steps[i].mask is not None for i in obs_index):
+        masks = np.zeros((t, decoder.mask_width), bool)
+        for r, i in enumerate(obs_index):
+            if steps[i].mask is not None:
+                masks[r] = steps[i].mask
+    return Demonstration(
+        info=DemoInfo("", 0, 0, 0, 0.0, decoder.record_format),
+        behavior_spec=spec,
+        obs=obs,
+        continuous_actions=cont,
+        discrete_actions=disc,
+        rewards=np.asarray([steps[i].reward for i in next_index], np.float32).reshape(t),
+        done=done,
+        interrupted=interrupted,
+        action_masks=masks,
+        agent_ids=np.asarray([steps[i].agent_id for i in obs_index], np.int32).reshape(t),
+        episode_ids=np.asarray(episode_ids, np.int32).reshape(t),
+    )

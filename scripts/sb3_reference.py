@@ -1,0 +1,100 @@
+"""Reference measurement: Stable-Baselines3 PPO on CartPole-v1 (CPU).
+
+Not part of the project: it needs stable-baselines3, gymnasium and torch, which
+live in a separate virtualenv (see scripts/README_sb3.md).
+
+Usage:
+    /tmp/sb3venv/bin/python scripts/sb3_reference.py [SEED] [--threads N]
+
+SEED defaults to 1. --threads N calls torch.set_num_threads(N) before building
+the model; 0 (the default) leaves torch's own thread count alone.
+"""
+import argparse
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+
+TOTAL_TIMESTEPS = 100_000
+
+
+class TimedPPO(PPO):
+    """PPO that accumulates wall time spent in collect_rollouts and train."""
+
+    rollout_s = 0.0
+    train_s = 0.0
+
+    def collect_rollouts(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return super().collect_rollouts(*args, **kwargs)
+        finally:
+            self.rollout_s += time.perf_counter() - t0
+
+    def train(self):
+        t0 = time.perf_counter()
+        try:
+            return super().train()
+        finally:
+            self.train_s += time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("seed", nargs="?", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads(N); 0 = torch default")
+    args = ap.parse_args()
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    env = Monitor(gym.make("CartPole-v1"))
+    model = TimedPPO(
+        "MlpPolicy",
+        env,
+        n_steps=2048,
+        batch_size=64,
+        n_epochs=10,
+        learning_rate=3e-4,
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_range=0.2,
+        ent_coef=0.0,
+        policy_kwargs=dict(net_arch=[64, 64], activation_fn=torch.nn.Tanh),
+        device="cpu",
+        seed=args.seed,
+        verbose=0,
+    )
+
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=TOTAL_TIMESTEPS)
+    total_s = time.perf_counter() - t0
+
+    steps = model.num_timesteps  # whole rollouts: 49 * 2048 = 100352
+    ep_rewards = [ep["r"] for ep in model.ep_info_buffer]
+    last20 = float(np.mean(ep_rewards[-20:])) if ep_rewards else float("nan")
+
+    eval_env = Monitor(gym.make("CartPole-v1"))
+    eval_env.reset(seed=args.seed + 1000)
+    eval_mean, eval_std = evaluate_policy(
+        model, eval_env, n_eval_episodes=10, deterministic=True
+    )
+
+    print(f"torch {torch.__version__}  threads {torch.get_num_threads()}  seed {args.seed}")
+    print(f"env_steps        {steps}")
+    print(f"total_s          {total_s:.2f}")
+    print(f"steps_per_s      {steps / total_s:.1f}")
+    print(f"rollout_s        {model.rollout_s:.2f}")
+    print(f"train_s          {model.train_s:.2f}")
+    print(f"other_s          {total_s - model.rollout_s - model.train_s:.2f}")
+    print(f"final_mean_ep_reward_last20  {last20:.1f}")
+    print(f"eval_deterministic_10ep      {eval_mean:.1f} +/- {eval_std:.1f}")
+
+
+if __name__ == "__main__":
+    main()

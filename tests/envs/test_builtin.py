@@ -1,0 +1,261 @@
+"""Built-in envs: spec contracts, episode semantics, seeding, and scripted experts."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+from env_test_utils import random_policy, run_episodes
+from envs.base_env import ActionTuple, BaseEnv, ObservationKind
+from envs.builtin import Chain, Memory, Simple
+from envs.exceptions import EnvError
+
+EXPERT_CASES = [
+    (Simple, {}),
+    (Simple, {"continuous": 0, "discrete": 1}),
+    (Simple, {"continuous": 2, "discrete": 1, "num_visual": 1, "vis_obs_size": [8, 8, 1]}),
+    (Simple, {"num_agents": 3, "behavior_names": ["A", "B"], "step_size": 0.1}),
+    (Memory, {}),
+    (Memory, {"continuous": 0, "discrete": 2, "num_agents": 2}),
+    (Chain, {}),
+    (Chain, {"length": 5, "one_hot": False, "num_agents": 4}),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs", EXPERT_CASES)
+def test_expert_reaches_optimal_return(cls: Any, kwargs: Dict[str, Any]) -> None:
+    env = cls(seed=3, **kwargs)
+    env.reset()
+    returns, interrupted = run_episodes(env, env.expert_action, 120)
+    assert len(returns) >= 4
+    assert not any(interrupted)
+    np.testing.assert_allclose(returns, env.optimal_return(), atol=1e-5)
+
+
+def test_simple_optimal_return_is_about_one() -> None:
+    assert Simple().optimal_return() == pytest.approx(1.02)
+    assert Chain().optimal_return() == 1.0
+
+
+def test_simple_spec_and_first_steps() -> None:
+    env = Simple(continuous=2, discrete=1, num_vector=2, vec_obs_size=3, num_visual=1, vis_obs_size=(4, 5, 3),
+                 num_agents=2, seed=0)
+    spec = env.behavior_specs["Simple"]
+    assert [o.shape for o in spec.observation_specs] == [(3,), (3,), (4, 5, 3)]
+    assert [o.kind for o in spec.observation_specs] == [ObservationKind.VECTOR] * 2 + [ObservationKind.VISUAL]
+    assert spec.action_spec.continuous_size == 2 and spec.action_spec.discrete_branches == (2,)
+    env.reset()
+    decision, terminal = env.get_steps("Simple")
+    assert len(decision) == 2 and len(terminal) == 0
+    assert decision.agent_id.dtype == np.int32 and list(decision.agent_id) == [0, 1]
+    assert decision.reward.dtype == np.float32 and not decision.reward.any()
+    for obs, o_spec in zip(decision.obs, spec.observation_specs):
+        assert obs.dtype == np.float32 and obs.shape == (2,) + o_spec.shape
+    goal = decision.obs[0][:, 0]
+    assert set(goal) <= {-1.0, 1.0}
+    np.testing.assert_array_equal(decision.obs[1][:, 0], goal)
+    # Visual: every pixel (goal + 1) / 2, i.e. in [0, 1].
+    np.testing.assert_array_equal(decision.obs[2], np.broadcast_to(((goal + 1) / 2)[:, None, None, None], (2, 4, 5, 3)))
+    assert decision.action_mask is None
+
+
+def test_step_penalty_and_reward_since_last_decision() -> None:
+    env = Simple(seed=0)
+    env.reset()
+    env.set_actions("Simple", ActionTuple(continuous=np.zeros((1, 1))))
+    env.step()
+    decision, terminal = env.get_steps("Simple")
+    assert decision.reward.tolist() == pytest.approx([-0.01]) and len(terminal) == 0
+
+
+def test_time_limit_interrupts_and_agent_gets_new_id() -> None:
+    env = Simple(max_episode_steps=7, seed=0)
+    env.reset()
+    first_id = env.get_steps("Simple")[0].agent_id[0]
+    for t in range(7):
+        env.set_actions("Simple", ActionTuple(continuous=np.zeros((1, 1))))  # stays at 0
+        env.step()
+        decision, terminal = env.get_steps("Simple")
+        if t < 6:
+            assert len(terminal) == 0
+    assert terminal.interrupted.tolist() == [True]
+    assert terminal.agent_id.tolist() == [first_id]
+    assert terminal.reward.tolist() == pytest.approx([-0.01])
+    assert terminal.obs[0].shape == (1, 1)
+    assert decision.agent_id[0] != first_id and decision.reward.tolist() == [0.0]
+
+
+def test_wrong_way_is_a_true_terminal_with_negative_reward() -> None:
+    env = Simple(seed=0)
+    env.reset()
+
+    def wrong(name: str, decision: Any) -> ActionTuple:
+        expert = env.expert_action(name, decision)
+        return ActionTuple(continuous=-expert.continuous)
+
+    returns, interrupted = run_episodes(env, wrong, 5)
+    assert interrupted == [False]
+    assert returns[0] == pytest.approx(-0.04 - 1.06)
+
+
+def test_no_time_limit_when_zero() -> None:
+    env = Simple(max_episode_steps=0)
+    env.reset()
+    for _ in range(300):
+        env.step()  # no actions set: zeros, position stays at 0
+        assert len(env.get_steps("Simple")[1]) == 0
+
+
+def test_memory_hides_goal_after_two_steps() -> None:
+    env = Memory(num_visual=1, vis_obs_size=(2, 2, 1), seed=1)
+    env.reset()
+    seen = []
+    for _ in range(4):
+        decision, _ = env.get_steps("Memory")
+        seen.append((decision.obs[0][0, 0], decision.obs[1][0, 0, 0, 0]))
+        env.set_actions("Memory", ActionTuple(continuous=np.zeros((1, 1))))
+        env.step()
+    goal = seen[0][0]
+    assert goal in (-1.0, 1.0)
+    assert seen[1] == (goal, (goal + 1) / 2)
+    assert seen[2] == (0.0, 0.5) and seen[3] == (0.0, 0.5)
+    assert list(env.behavior_specs) == ["Memory"]
+
+
+def test_multi_agent_multi_behavior_ids_are_unique_and_stable() -> None:
+    env = Simple(num_agents=3, behavior_names=["A", "B"], discrete=1, continuous=0, seed=0)
+    env.reset()
+    ids = {n: env.get_steps(n)[0].agent_id.tolist() for n in ("A", "B")}
+    assert ids == {"A": [0, 1, 2], "B": [3, 4, 5]}
+    # Only A gets the expert; B gets zeros (discrete 0 = move -1).
+    seen_ids = set(ids["A"] + ids["B"])
+    for _ in range(12):
+        env.set_actions("A", env.expert_action("A", env.get_steps("A")[0]))
+        env.step()
+        for n in ("A", "B"):
+            decision, terminal = env.get_steps(n)
+            assert set(terminal.agent_id.tolist()) <= seen_ids
+            new = set(decision.agent_id.tolist()) - seen_ids
+            seen_ids |= new
+    assert len(seen_ids) > 6  # both behaviors finished episodes and got new ids
+
+
+def test_set_actions_checks_shapes_and_names() -> None:
+    env = Simple(num_agents=2)
+    env.reset()
+    with pytest.raises(ValueError, match="shape"):
+        env.set_actions("Simple", ActionTuple(continuous=np.zeros((3, 1))))
+    with pytest.raises(KeyError):
+        env.set_actions("Nope", ActionTuple(continuous=np.zeros((2, 1))))
+
+
+def test_needs_reset_first_and_close_is_idempotent() -> None:
+    env = Chain()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step()
+    env.close()
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset()
+
+
+def _goal_sequence(env: BaseEnv, name: str, steps: int) -> list:
+    env.reset()
+    seen = []
+    for _ in range(steps):
+        decision, _ = env.get_steps(name)
+        env.set_actions(name, env.expert_action(name, decision))  # type: ignore[attr-defined]
+        seen.append(decision.obs[0][:, 0].tolist())
+        env.step()
+    return seen
+
+
+def test_seeding_is_reproducible() -> None:
+    a = _goal_sequence(Simple(num_agents=4, seed=7), "Simple", 60)
+    b = _goal_sequence(Simple(num_agents=4, seed=7), "Simple", 60)
+    c = _goal_sequence(Simple(num_agents=4, seed=8), "Simple", 60)
+    assert a == b and a != c
+
+
+def test_chain_slip_is_seeded() -> None:
+    def trace(seed: int) -> list:
+        env = Chain(slip=0.3, num_agents=8, seed=seed)
+        env.reset()
+        out = []
+        for _ in range(30):
+            env.set_actions("Chain", env.expert_action("Chain", env.get_steps("Chain")[0]))
+            env.step()
+            out.append(env.get_steps("Chain")[0].obs[0].argmax(axis=1).tolist())
+        return out
+
+    assert trace(1) == trace(1) and trace(1) != trace(2)
+
+
+def test_chain_is_hard_for_random_but_easy_for_count_based_exploration() -> None:
+    # Random policy: the reward is found in well under 1% of the episodes.
+    env = Chain(num_agents=200, seed=0)
+    env.reset()
+    _, interrupted = run_episodes(env, random_policy(env, 0), 400)
+    assert len(interrupted) >= 1800
+    assert np.mean(np.logical_not(interrupted)) < 0.01
+
+    # Tabular Q-learning that is optimistic about untried actions and gets a novelty
+    # bonus 1/sqrt(visits) (what curiosity approximates) finds it in a few dozen
+    # episodes; a random policy would need about 300.
+    env = Chain(seed=0)
+    env.reset()
+    q = np.full((20, 2), 5.0)
+    visits = np.zeros((20, 2))
+    found_at = None
+    for episode in range(40):
+        state, reward = 0, 0.0
+        while True:
+            action = int(np.argmax(q[state]))
+            env.set_actions("Chain", ActionTuple(discrete=np.array([[action]])))
+            env.step()
+            decision, terminal = env.get_steps("Chain")
+            ended = len(terminal) > 0
+            nxt = int(np.argmax(terminal.obs[0][0] if ended else decision.obs[0][0]))
+            visits[state, action] += 1
+            reward = float(terminal.reward[0]) if ended else float(decision.reward[0])
+            bootstrap = 0.0 if ended and not terminal.interrupted[0] else 0.95 * q[nxt].max()
+            target = reward + 0.1 / np.sqrt(visits[state, action]) + bootstrap
+            q[state, action] += 0.5 * (target - q[state, action])
+            state = nxt
+            if ended:
+                break
+        if reward == 1.0:
+            found_at = episode
+            break
+    assert found_at is not None and found_at < 40
+
+
+def test_expert_action_follows_decision_rows() -> None:
+    env = Simple(num_agents=3, seed=5)
+    env.reset()
+    decision, _ = env.get_steps("Simple")
+    goals = decision.obs[0][:, 0]
+    order = np.array([2, 0, 1])
+    sub = type(decision)(obs=[o[order] for o in decision.obs], reward=decision.reward[order],
+                         agent_id=decision.agent_id[order])
+    np.testing.assert_array_equal(env.expert_action("Simple", sub).continuous[:, 0], goals[order])
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"continuous": -1}, "continuous"),
+        ({"continuous": 0, "discrete": 0}, "at least one action"),
+        ({"num_vector": 0, "num_visual": 0}, "at least one observation"),
+        ({"vis_obs_size": [3, 3]}, "vis_obs_size"),
+        ({"step_size": 0.0}, "step_size"),
+        ({"behavior_names": "A"}, "behavior_names"),
+        ({"behavior_names": ["A", "A"]}, "duplicates"),
+        ({"num_agents": 0}, "num_agents"),
+    ],
+)
+def test_bad_values_are_one_line_env_errors(kwargs: Dict[str, Any], match: str) -> None:
+    with pytest.raises(EnvError, match=match) as info:
+        Simple(**kwargs)
+    assert "\n" not in str(info.value)

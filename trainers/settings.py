@@ -1,0 +1,1438 @@
+"""Typed, frozen trainer configuration, loaded and validated once.
+
+`load_settings(path, cli_overrides)` reads an ML-Agents trainer config in either format:
+
+- the nested format (ML-Agents release 3 and later): ``behaviors:``, ``default_settings:``,
+  ``env_settings:``, ``engine_settings:``, ``checkpoint_settings:``, ``device_settings:``,
+  ``debug:``;
+- the flat TensorFlow-era format (0.9 to 0.16): a ``default:`` section, then one section
+  per behavior whose keys override those of ``default`` (a shallow override, as ML-Agents
+  did: a behavior's ``reward_signals:`` replaces the default's as a whole).
+
+In the nested format a behavior's section is deep-merged over ``default_settings:`` (as
+ML-Agents does), with two exceptions: ``hyperparameters`` are not inherited when the
+behavior's ``trainer_type`` differs from the default's, and a behavior that lists
+``reward_signals`` gets exactly the signals it lists (each one merged over the default's
+signal of the same name; ML-Agents would also add the default's other signals, which would
+make a resolved config read back differently). A behavior the file does not name gets
+``default_settings`` (or, without them, `TrainerSettings()`).
+
+Every problem is a `ConfigError` whose message is one line naming the file, the YAML path
+and what was expected::
+
+    config.yaml: behaviors.CartPole.hyperparameters.lr: unknown key; did you mean learning_rate?
+
+Values given on the command line beat the file and are reported as
+``command line: --num-envs: ...``.
+
+YAML details handled here: ``5.0e4`` and ``3e-4`` are numbers (PyYAML reads them as strings
+by default), a float that is a whole number is accepted where an integer is meant, booleans
+are strictly ``true``/``false``, and a key given twice in one mapping is an error.
+
+Relative ``demo_path`` values (GAIL, behavioral cloning) are resolved against the config
+file's directory when the file exists there, else against the current working directory
+when it exists there; an existing file becomes an absolute path, a missing one is kept as
+written (the demo loader reports it).
+
+The dataclasses validate themselves in ``__post_init__``, so settings built in code are
+checked exactly like loaded ones. Derived values (resolved schedules, the run directory)
+are properties and are never written back.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+import yaml
+
+from trainers import __version__
+from trainers.exceptions import ConfigError
+
+TrainerType = Literal["ppo", "sac"]
+ScheduleType = Literal["linear", "constant"]
+EncoderType = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
+ActivationType = Literal["swish", "tanh", "relu"]
+
+TRAINER_TYPES: Tuple[str, ...] = get_args(TrainerType)
+SCHEDULE_TYPES: Tuple[str, ...] = get_args(ScheduleType)
+ENCODER_TYPES: Tuple[str, ...] = get_args(EncoderType)
+ACTIVATION_TYPES: Tuple[str, ...] = get_args(ActivationType)
+
+
+# --------------------------------------------------------------------------------------
+# Field validation, shared by the dataclasses (settings built in code) and the loader.
+# --------------------------------------------------------------------------------------
+
+
+class _InvalidField(ConfigError):
+    """A field of a settings dataclass is invalid; the loader adds the file and YAML path."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+def _describe(value: Any) -> str:
+    """How a value is shown in an error message (YAML spelling for null and booleans)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return repr(value)
+
+
+# Common spellings from other RL libraries and from the other ML-Agents format; a suggestion
+# is only made when the target is a valid key where the typo was found.
+_ALIASES: Dict[str, Tuple[str, ...]] = {
+    "lr": ("learning_rate",),
+    "lambda": ("lambd",),
+    "gae_lambda": ("lambd",),
+    "clip_range": ("epsilon",),
+    "clip_param": ("epsilon",),
+    "clip_epsilon": ("epsilon",),
+    "ent_coef": ("beta", "init_entcoef"),
+    "entropy_coef": ("beta", "init_entcoef"),
+    "n_epochs": ("num_epoch",),
+    "epochs": ("num_epoch",),
+    "num_epochs": ("num_epoch",),
+    "minibatch_size": ("batch_size",),
+    "n_steps": ("time_horizon",),
+    "total_timesteps": ("max_steps",),
+    "trainer": ("trainer_type",),
+    "trainer_type": ("trainer",),
+    "use_recurrent": ("memory",),
+    "pretraining": ("behavioral_cloning",),
+    "recurrent": ("memory", "use_recurrent"),
+    "layers": ("num_layers",),
+    "hidden_size": ("hidden_units",),
+    "behavior": ("behaviors",),
+    "brains": ("behaviors",),
+}
+
+
+def _suggestion(word: Any, candidates: Iterable[str]) -> str:
+    """'; did you mean X?' for the closest candidate, or '' when nothing is close."""
+    names = list(candidates)
+    text = str(word)
+    lowered = {name.lower(): name for name in names}
+    for target in _ALIASES.get(text.lower(), ()):
+        if target in names:
+            return f"; did you mean {target}?"
+    if text.lower() in lowered:
+        return f"; did you mean {lowered[text.lower()]}?"
+    # Abbreviations made of initials: "lr" -> learning_rate.
+    initials = [name for name in names if "".join(p[:1] for p in name.split("_")) == text]
+    if len(initials) == 1 and len(text) > 1:
+        return f"; did you mean {initials[0]}?"
+    close = difflib.get_close_matches(text.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]}?" if close else ""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_int(
+    obj: Any, key: str, minimum: Optional[int] = None, *, optional: bool = False
+) -> None:
+    value = getattr(obj, key)
+    if value is None and optional:
+        return
+    if not _is_int(value):
+        raise _InvalidField(key, f"expected an integer, got {_describe(value)}")
+    if minimum is not None and value < minimum:
+        raise _InvalidField(key, f"expected an integer >= {minimum}, got {value}")
+
+
+def _check_number(
+    obj: Any,
+    key: str,
+    low: Optional[float] = None,
+    high: Optional[float] = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+) -> None:
+    """A finite number within [low, high]; either bound may be open or absent."""
+    value = getattr(obj, key)
+    if value is None and optional:
+        return
+    if not _is_number(value):
+        raise _InvalidField(key, f"expected a number, got {_describe(value)}")
+    if not math.isfinite(value):
+        raise _InvalidField(key, f"expected a finite number, got {value}")
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if not (too_low or too_high):
+        return
+    if low is not None and high is not None:
+        expected = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        expected = f"a number in {expected}"
+    elif low is not None:
+        expected = f"a number {'>' if low_open else '>='} {low:g}"
+    else:
+        expected = f"a number {'<' if high_open else '<='} {high:g}"
+    raise _InvalidField(key, f"expected {expected}, got {value}")
+
+
+def _check_bool(obj: Any, key: str) -> None:
+    value = getattr(obj, key)
+    if not isinstance(value, bool):
+        raise _InvalidField(key, f"expected true or false, got {_describe(value)}")
+
+
+def _check_str(obj: Any, key: str, *, optional: bool = False) -> None:
+    value = getattr(obj, key)
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _InvalidField(key, f"expected a string, got {_describe(value)}")
+    if not value.strip():
+        raise _InvalidField(key, "expected a non-empty string")
+
+
+def _check_choice(obj: Any, key: str, choices: Tuple[str, ...], *, optional: bool = False) -> None:
+    value = getattr(obj, key)
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or value not in choices:
+        raise _InvalidField(key, _choice_message(value, choices))
+
+
+def _choice_message(value: Any, choices: Tuple[str, ...]) -> str:
+    expected = ", ".join(choices)
+    if isinstance(value, str):
+        return f"unknown value {value!r}; expected one of {expected}{_suggestion(value, choices)}"
+    return f"expected one of {expected}, got {_describe(value)}"
+
+
+def _check_instance(obj: Any, key: str, kind: type, *, optional: bool = False) -> None:
+    value = getattr(obj, key)
+    if value is None and optional:
+        return
+    if not isinstance(value, kind):
+        raise _InvalidField(key, f"expected {kind.__name__}, got {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------------------
+# The settings.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """PPO hyperparameters (``hyperparameters:`` when ``trainer_type: ppo``)."""
+
+    batch_size: int = 1024
+    """Experiences per minibatch (one gradient step); at most buffer_size."""
+    buffer_size: int = 10240
+    """Experiences collected before an update; each update makes num_epoch passes."""
+    learning_rate: float = 3e-4
+    """Initial Adam learning rate (> 0)."""
+    learning_rate_schedule: ScheduleType = "linear"
+    """linear: decays to 1e-10 over max_steps; constant: fixed."""
+    beta: float = 5e-3
+    """Entropy bonus coefficient (>= 0); decays to 1e-5 when its schedule is linear."""
+    epsilon: float = 0.2
+    """Clip range of the policy ratio, in (0, 1); decays to 0.1 when linear."""
+    lambd: float = 0.95
+    """GAE lambda, in [0, 1]."""
+    num_epoch: int = 3
+    """Passes over the update buffer per update."""
+    beta_schedule: Optional[ScheduleType] = None
+    """Schedule of beta; None: learning_rate_schedule (see resolved_beta_schedule)."""
+    epsilon_schedule: Optional[ScheduleType] = None
+    """Schedule of epsilon; None: learning_rate_schedule (see resolved_epsilon_schedule)."""
+    shared_critic: bool = False
+    """True: actor and critic share the network body; False: a separate value network."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "batch_size", 1)
+        _check_int(self, "buffer_size", 1)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
+        _check_number(self, "beta", 0.0)
+        _check_number(self, "epsilon", 0.0, 1.0, low_open=True, high_open=True)
+        _check_number(self, "lambd", 0.0, 1.0)
+        _check_int(self, "num_epoch", 1)
+        _check_choice(self, "beta_schedule", SCHEDULE_TYPES, optional=True)
+        _check_choice(self, "epsilon_schedule", SCHEDULE_TYPES, optional=True)
+        _check_bool(self, "shared_critic")
+        if self.batch_size > self.buffer_size:
+            raise _InvalidField(
+                "batch_size",
+                f"must not exceed buffer_size ({self.buffer_size}), got {self.batch_size}",
+            )
+
+    @property
+    def resolved_beta_schedule(self) -> str:
+        """The schedule beta follows: beta_schedule, else learning_rate_schedule."""
+        return self.beta_schedule or self.learning_rate_schedule
+
+    @property
+    def resolved_epsilon_schedule(self) -> str:
+        """The schedule epsilon follows: epsilon_schedule, else learning_rate_schedule."""
+        return self.epsilon_schedule or self.learning_rate_schedule
+
+
+@dataclass(frozen=True)
+class SACSettings:
+    """SAC hyperparameters (``hyperparameters:`` when ``trainer_type: sac``)."""
+
+    batch_size: int = 128
+    """Experiences per gradient step, sampled from the replay buffer; at most buffer_size."""
+    buffer_size: int = 50000
+    """Capacity of the replay buffer, in experiences."""
+    learning_rate: float = 3e-4
+    """Initial Adam learning rate (> 0)."""
+    learning_rate_schedule: ScheduleType = "constant"
+    """linear: decays to 1e-10 over max_steps; constant: fixed."""
+    buffer_init_steps: int = 0
+    """Random-action experiences collected before the first update (>= 0)."""
+    tau: float = 0.005
+    """Soft target-network update rate, in (0, 1]."""
+    steps_per_update: float = 1.0
+    """Agent steps per gradient step (> 0)."""
+    init_entcoef: float = 1.0
+    """Initial entropy coefficient (> 0)."""
+    save_replay_buffer: bool = False
+    """Save the replay buffer with checkpoints and load it on resume."""
+    reward_signal_steps_per_update: Optional[float] = None
+    """Agent steps per reward-signal update; None: steps_per_update."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "batch_size", 1)
+        _check_int(self, "buffer_size", 1)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
+        _check_int(self, "buffer_init_steps", 0)
+        _check_number(self, "tau", 0.0, 1.0, low_open=True)
+        _check_number(self, "steps_per_update", 0.0, low_open=True)
+        _check_number(self, "init_entcoef", 0.0, low_open=True)
+        _check_bool(self, "save_replay_buffer")
+        _check_number(self, "reward_signal_steps_per_update", 0.0, low_open=True, optional=True)
+        if self.batch_size > self.buffer_size:
+            raise _InvalidField(
+                "batch_size",
+                f"must not exceed buffer_size ({self.buffer_size}), got {self.batch_size}",
+            )
+
+    @property
+    def resolved_reward_signal_steps_per_update(self) -> float:
+        """reward_signal_steps_per_update, else steps_per_update."""
+        if self.reward_signal_steps_per_update is None:
+            return self.steps_per_update
+        return self.reward_signal_steps_per_update
+
+
+HyperparamSettings = Union[PPOSettings, SACSettings]
+HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {"ppo": PPOSettings, "sac": SACSettings}
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """LSTM memory (``network_settings.memory``); absent means no memory."""
+
+    memory_size: int = 128
+    """Size of the memory vector, concat(c, h): even and > 0."""
+    sequence_length: int = 64
+    """Steps per training sequence (> 0)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "memory_size")
+        if self.memory_size <= 0 or self.memory_size % 2:
+            raise _InvalidField(
+                "memory_size", f"expected an even integer >= 2, got {self.memory_size}"
+            )
+        _check_int(self, "sequence_length", 1)
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """Network shape (``network_settings:``)."""
+
+    normalize: bool = False
+    """Normalise vector observations with running mean and variance."""
+    hidden_units: int = 128
+    """Units per hidden layer (> 0)."""
+    num_layers: int = 2
+    """Hidden layers after the encoders (> 0)."""
+    vis_encode_type: EncoderType = "simple"
+    """Visual encoder: simple, nature_cnn, resnet, match3 or fully_connected."""
+    memory: Optional[MemorySettings] = None
+    """LSTM settings; None: a feed-forward network."""
+    activation: ActivationType = "swish"
+    """Hidden-layer activation: swish, tanh or relu."""
+
+    def __post_init__(self) -> None:
+        _check_bool(self, "normalize")
+        _check_int(self, "hidden_units", 1)
+        _check_int(self, "num_layers", 1)
+        _check_choice(self, "vis_encode_type", ENCODER_TYPES)
+        _check_instance(self, "memory", MemorySettings, optional=True)
+        _check_choice(self, "activation", ACTIVATION_TYPES)
+
+
+@dataclass(frozen=True)
+class RewardSignalSettings:
+    """Settings every reward signal has (``reward_signals.<name>``)."""
+
+    strength: float = 1.0
+    """Scale of the signal's reward (>= 0)."""
+    gamma: float = 0.99
+    """Discount factor of the signal's value head, in [0, 1)."""
+
+    def __post_init__(self) -> None:
+        _check_number(self, "strength", 0.0)
+        _check_number(self, "gamma", 0.0, 1.0, high_open=True)
+
+
+@dataclass(frozen=True)
+class ExtrinsicSettings(RewardSignalSettings):
+    """The environment's reward (``reward_signals.extrinsic``)."""
+
+
+@dataclass(frozen=True)
+class CuriositySettings(RewardSignalSettings):
+    """Intrinsic curiosity module (``reward_signals.curiosity``)."""
+
+    encoding_size: int = 64
+    """Size of the learned observation encoding (> 0)."""
+    learning_rate: float = 3e-4
+    """Learning rate of the forward and inverse models (> 0)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int(self, "encoding_size", 1)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class GAILSettings(RewardSignalSettings):
+    """Generative adversarial imitation (``reward_signals.gail``)."""
+
+    demo_path: str = field(kw_only=True)
+    """The .demo file (or a directory of them) with the expert's demonstrations. Required."""
+    encoding_size: int = 64
+    """Hidden units of the discriminator (> 0)."""
+    learning_rate: float = 3e-4
+    """Learning rate of the discriminator (> 0)."""
+    use_actions: bool = False
+    """Discriminate on observations and actions (True) or observations only (False)."""
+    use_vail: bool = False
+    """Variational bottleneck in the discriminator (VAIL)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_str(self, "demo_path")
+        _check_int(self, "encoding_size", 1)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_bool(self, "use_actions")
+        _check_bool(self, "use_vail")
+
+
+REWARD_SIGNAL_TYPES: Dict[str, Type[RewardSignalSettings]] = {
+    "extrinsic": ExtrinsicSettings,
+    "curiosity": CuriositySettings,
+    "gail": GAILSettings,
+}
+"""Allowed ``reward_signals`` names and their settings classes."""
+
+
+@dataclass(frozen=True)
+class BehavioralCloningSettings:
+    """Behavioral cloning from demonstrations (``behavioral_cloning:``, flat ``pretraining:``)."""
+
+    demo_path: str
+    """The .demo file (or a directory of them). Required."""
+    strength: float = 1.0
+    """BC learning rate relative to the policy's (>= 0)."""
+    steps: int = 0
+    """Agent steps over which the BC learning rate decays to 0; 0: constant."""
+    batch_size: Optional[int] = None
+    """Demo experiences per BC minibatch; None: the trainer's batch_size."""
+    num_epoch: Optional[int] = None
+    """Passes over the sampled demos per update; None: the trainer's num_epoch."""
+    samples_per_update: int = 0
+    """Demo experiences sampled per update; 0: the whole demo buffer."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "demo_path")
+        _check_number(self, "strength", 0.0)
+        _check_int(self, "steps", 0)
+        _check_int(self, "batch_size", 1, optional=True)
+        _check_int(self, "num_epoch", 1, optional=True)
+        _check_int(self, "samples_per_update", 0)
+
+
+def _default_reward_signals() -> Dict[str, RewardSignalSettings]:
+    return {"extrinsic": ExtrinsicSettings()}
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """Everything about training one behavior (one ``behaviors.<name>`` section)."""
+
+    trainer_type: TrainerType = "ppo"
+    """ppo or sac."""
+    hyperparameters: HyperparamSettings = field(default_factory=PPOSettings)
+    """PPOSettings for ppo, SACSettings for sac; left at the default: the trainer type's."""
+    network_settings: NetworkSettings = field(default_factory=NetworkSettings)
+    """Network shape, encoders and memory."""
+    reward_signals: Mapping[str, RewardSignalSettings] = field(
+        default_factory=_default_reward_signals
+    )
+    """Ordered name -> settings; names from REWARD_SIGNAL_TYPES; at least one."""
+    behavioral_cloning: Optional[BehavioralCloningSettings] = None
+    """Behavioral cloning; None: off."""
+    keep_checkpoints: int = 5
+    """Checkpoints kept on disk; older ones are deleted (>= 1)."""
+    checkpoint_interval: int = 500000
+    """Agent steps between checkpoints (> 0)."""
+    max_steps: int = 500000
+    """Agent steps to train for (>= 0; 0 is allowed for inference)."""
+    time_horizon: int = 64
+    """Steps per agent before a trajectory is cut and sent to the trainer (> 0)."""
+    summary_freq: int = 50000
+    """Agent steps between summaries (console, TensorBoard, CSV) (> 0)."""
+    init_path: Optional[str] = None
+    """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
+    threaded: bool = False
+    """Accepted for ML-Agents compatibility and ignored."""
+
+    def __post_init__(self) -> None:
+        _check_choice(self, "trainer_type", TRAINER_TYPES)
+        expected = HYPERPARAMETER_TYPES[self.trainer_type]
+        if self.trainer_type == "sac" and self.hyperparameters == PPOSettings():
+            # The field's default is PPO's; a SAC trainer left at the default gets SAC's.
+            object.__setattr__(self, "hyperparameters", SACSettings())
+        if not isinstance(self.hyperparameters, expected):
+            raise _InvalidField(
+                "hyperparameters",
+                f"expected {expected.__name__} for trainer_type {self.trainer_type}, "
+                f"got {type(self.hyperparameters).__name__}",
+            )
+        _check_instance(self, "network_settings", NetworkSettings)
+        if not isinstance(self.reward_signals, Mapping):
+            raise _InvalidField("reward_signals", "expected a mapping of name -> settings")
+        object.__setattr__(self, "reward_signals", dict(self.reward_signals))
+        if not self.reward_signals:
+            raise _InvalidField(
+                "reward_signals",
+                f"expected at least one reward signal ({', '.join(REWARD_SIGNAL_TYPES)})",
+            )
+        for name, signal in self.reward_signals.items():
+            if name not in REWARD_SIGNAL_TYPES:
+                raise _InvalidField(
+                    f"reward_signals.{name}",
+                    f"unknown reward signal; expected one of {', '.join(REWARD_SIGNAL_TYPES)}"
+                    f"{_suggestion(name, REWARD_SIGNAL_TYPES)}",
+                )
+            if type(signal) is not REWARD_SIGNAL_TYPES[name]:
+                raise _InvalidField(
+                    f"reward_signals.{name}",
+                    f"expected {REWARD_SIGNAL_TYPES[name].__name__}, got {type(signal).__name__}",
+                )
+        _check_instance(self, "behavioral_cloning", BehavioralCloningSettings, optional=True)
+        _check_int(self, "keep_checkpoints", 1)
+        _check_int(self, "checkpoint_interval", 1)
+        _check_int(self, "max_steps", 0)
+        _check_int(self, "time_horizon", 1)
+        _check_int(self, "summary_freq", 1)
+        _check_str(self, "init_path", optional=True)
+        _check_bool(self, "threaded")
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """Which environment to run and how many copies (``env_settings:``)."""
+
+    env_path: Optional[str] = None
+    """Env id: ``builtin:<Name>``, ``gym:<id>``, or a path to a Unity build; None: the editor."""
+    env_args: Dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the environment's constructor."""
+    num_envs: int = 1
+    """Environment copies stepped in parallel (>= 1)."""
+    agents_per_env: int = 1
+    """Agents per environment copy, for environments that support several (>= 1)."""
+    seed: int = -1
+    """Random seed for environments and the trainer; -1: chosen at random."""
+    base_port: int = 5005
+    """First port for Unity environments (accepted for Unity; unused otherwise)."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "env_path", optional=True)
+        if not isinstance(self.env_args, Mapping) or not all(
+            isinstance(k, str) for k in self.env_args
+        ):
+            raise _InvalidField("env_args", "expected a mapping with string keys")
+        object.__setattr__(self, "env_args", dict(self.env_args))
+        _check_int(self, "num_envs", 1)
+        _check_int(self, "agents_per_env", 1)
+        _check_int(self, "seed")
+        _check_int(self, "base_port", 1)
+        if self.base_port > 65535:
+            raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where results go and how an existing run is treated (``checkpoint_settings:``)."""
+
+    run_id: str = "ppo"
+    """Name of the run; results go to <results_dir>/<run_id>."""
+    results_dir: str = "results"
+    """Directory holding every run."""
+    resume: bool = False
+    """Continue the run from its latest checkpoint (step, schedules, summaries)."""
+    force: bool = False
+    """Overwrite an existing run of the same run_id."""
+    initialize_from: Optional[str] = None
+    """run_id of a previous run whose weights initialise every behavior."""
+    inference: bool = False
+    """Run the policy without training."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "run_id")
+        _check_str(self, "results_dir")
+        _check_bool(self, "resume")
+        _check_bool(self, "force")
+        _check_str(self, "initialize_from", optional=True)
+        _check_bool(self, "inference")
+        if self.resume and self.force:
+            raise _InvalidField("force", "cannot be combined with resume; give one of them")
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """Devices the towers are placed on (``device_settings:``); both None: the default device."""
+
+    num_gpus: Optional[int] = None
+    """Use GPUs 0..num_gpus-1, one tower each (0: CPU only)."""
+    devices: Optional[Tuple[str, ...]] = None
+    """Explicit tower devices, e.g. ("/cpu:0", "/cpu:1") or ("/gpu:0", "/gpu:1")."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "num_gpus", 0, optional=True)
+        if self.devices is not None:
+            if isinstance(self.devices, str) or not isinstance(self.devices, (list, tuple)):
+                raise _InvalidField(
+                    "devices", f"expected a list of device names, got {_describe(self.devices)}"
+                )
+            object.__setattr__(self, "devices", tuple(self.devices))
+            if not self.devices:
+                raise _InvalidField("devices", "expected at least one device name")
+            for device in self.devices:
+                if not isinstance(device, str) or not device.startswith("/"):
+                    raise _InvalidField(
+                        "devices",
+                        f"expected device names such as /gpu:0 or /cpu:1, got {_describe(device)}",
+                    )
+        if self.num_gpus is not None and self.devices is not None:
+            raise _InvalidField("devices", "cannot be combined with num_gpus; give one of them")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A whole run: per-behavior trainer settings, environment, checkpoints, devices."""
+
+    behaviors: Mapping[str, TrainerSettings] = field(default_factory=dict)
+    """Behavior name (as the environment reports it) -> its settings."""
+    default_settings: Optional[TrainerSettings] = None
+    """Settings for behaviors not named in `behaviors`; None: TrainerSettings()."""
+    env_settings: EnvSettings = field(default_factory=EnvSettings)
+    """The environment."""
+    engine_settings: Dict[str, Any] = field(default_factory=dict)
+    """Unity engine settings; accepted and ignored."""
+    checkpoint_settings: CheckpointSettings = field(default_factory=CheckpointSettings)
+    """Run id, results directory, resume/force/initialize/inference."""
+    device_settings: DeviceSettings = field(default_factory=DeviceSettings)
+    """Tower devices."""
+    debug: bool = False
+    """Verbose logging and tracebacks."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.behaviors, Mapping):
+            raise _InvalidField("behaviors", "expected a mapping of behavior name -> settings")
+        object.__setattr__(self, "behaviors", dict(self.behaviors))
+        for name, settings in self.behaviors.items():
+            if not isinstance(name, str) or not name:
+                raise _InvalidField("behaviors", f"expected behavior names, got {_describe(name)}")
+            if not isinstance(settings, TrainerSettings):
+                raise _InvalidField(f"behaviors.{name}", "expected TrainerSettings")
+        _check_instance(self, "default_settings", TrainerSettings, optional=True)
+        _check_instance(self, "env_settings", EnvSettings)
+        if not isinstance(self.engine_settings, Mapping):
+            raise _InvalidField("engine_settings", "expected a mapping")
+        object.__setattr__(self, "engine_settings", dict(self.engine_settings))
+        _check_instance(self, "checkpoint_settings", CheckpointSettings)
+        _check_instance(self, "device_settings", DeviceSettings)
+        _check_bool(self, "debug")
+
+    def behavior_settings(self, name: str) -> TrainerSettings:
+        """Settings of a behavior: its own section, else default_settings, else defaults."""
+        if name in self.behaviors:
+            return self.behaviors[name]
+        if self.default_settings is not None:
+            return self.default_settings
+        return TrainerSettings()
+
+    @property
+    def run_dir(self) -> str:
+        """<results_dir>/<run_id>: where this run's checkpoints, summaries and logs go."""
+        return os.path.join(self.checkpoint_settings.results_dir, self.checkpoint_settings.run_id)
+
+
+# --------------------------------------------------------------------------------------
+# YAML reading.
+# --------------------------------------------------------------------------------------
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys and reads ``5.0e4``/``3e-4`` as floats."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable key: SafeConstructor reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 (PyYAML) needs a dot and a signed exponent for a float; YAML 1.2 and every
+# ML-Agents user do not ("5.0e4", "3e-4").
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _read_yaml(path: str) -> Any:
+    try:
+        with open(path, "r", encoding="utf-8") as stream:
+            return yaml.load(stream, Loader=_ConfigLoader)  # noqa: S506 (safe loader subclass)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a YAML file") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not a text file ({error.reason})") from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = " ".join(str(error.problem or error.context or "syntax error").split())
+        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(error).split())}") from None
+
+
+# --------------------------------------------------------------------------------------
+# Building dataclasses from YAML values, with paths for error messages.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Cli:
+    """A value from the command line, reported as ``command line: <flag>``."""
+
+    value: Any
+    flag: str
+
+
+class _Where:
+    """Where a YAML value lives: the file and a dotted path, for error messages.
+
+    ``remap`` gives the path of particular keys of this mapping when they live elsewhere
+    (flat format: a behavior's key may come from the ``default:`` section).
+    """
+
+    def __init__(self, source: str, path: str = "", remap: Optional[Mapping[str, str]] = None):
+        self.source = source
+        self.path = path
+        self.remap = dict(remap or {})
+
+    def _join(self, key: Any) -> str:
+        key = str(key)
+        if key in self.remap:
+            return self.remap[key]
+        return f"{self.path}.{key}" if self.path else key
+
+    def key(self, key: Any) -> str:
+        """'file: path.key'."""
+        return f"{self.source}: {self._join(key)}"
+
+    def child(self, key: Any) -> "_Where":
+        return _Where(self.source, self._join(key))
+
+    def here(self) -> str:
+        return f"{self.source}: {self.path}" if self.path else self.source
+
+
+def _fail(where: str, message: str) -> ConfigError:
+    return ConfigError(f"{where}: {message}")
+
+
+def _as_mapping(raw: Any, where: _Where) -> Dict[Any, Any]:
+    """A YAML section as a dict; an empty section (null) is an empty mapping."""
+    if raw is None:
+        return {}
+    if isinstance(raw, _Cli):
+        raw = raw.value
+    if not isinstance(raw, Mapping):
+        raise _fail(where.here(), f"expected a mapping, got {_describe(raw)}")
+    return dict(raw)
+
+
+def _unknown_key(key: Any, candidates: Iterable[str], where: _Where) -> ConfigError:
+    if str(key) in _NOT_SUPPORTED:
+        return _fail(where.key(key), _NOT_SUPPORTED[str(key)])
+    return _fail(where.key(key), f"unknown key{_suggestion(key, candidates)}")
+
+
+_NOT_SUPPORTED: Dict[str, str] = {
+    "torch_settings": "not supported (trainer-learn trains with TensorFlow; "
+    "choose devices with device_settings)",
+    "environment_parameters": "not supported (environment parameters and curricula)",
+    "self_play": "not supported (self-play)",
+}
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _field_names(cls: type) -> List[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _coerce(raw: Any, hint: Any, where: _Where, key: str) -> Tuple[Any, str]:
+    """Converts a YAML (or command-line) value toward a field's type; returns (value, where).
+
+    Only conversions are done here; the dataclass validates the result and reports wrong
+    types and ranges.
+    """
+    location = where.key(key)
+    from_cli = isinstance(raw, _Cli)
+    if from_cli:
+        location = f"command line: {raw.flag}"
+        raw = raw.value
+    if get_origin(hint) is Union:
+        options = [a for a in get_args(hint) if a is not type(None)]
+        if raw is None:
+            return None, location
+        hint = options[0]
+    origin = get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, raw, where.child(key)), location
+    if hint is int:
+        if from_cli and isinstance(raw, str):
+            try:
+                raw = int(raw.strip())
+            except ValueError:
+                pass
+        if isinstance(raw, float) and raw.is_integer():
+            raw = int(raw)
+    elif hint is float:
+        if from_cli and isinstance(raw, str):
+            try:
+                raw = float(raw.strip())
+            except ValueError:
+                pass
+        if _is_int(raw):
+            raw = float(raw)
+    elif hint is bool:
+        if from_cli and isinstance(raw, str):
+            raw = {"true": True, "false": False}.get(raw.strip().lower(), raw)
+    elif origin is tuple:
+        if isinstance(raw, str):
+            raw = tuple(part.strip() for part in raw.split(",") if part.strip())
+        elif isinstance(raw, list):
+            raw = tuple(raw)
+    elif origin in (dict, Mapping) or hint is dict:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise _fail(location, f"expected a mapping, got {_describe(raw)}")
+        raw = copy.deepcopy(dict(raw))
+    return raw, location
+
+
+_T = TypeVar("_T")
+
+
+def _construct(cls: Type[_T], kwargs: Mapping[str, Any], locate: Callable[[str], str]) -> _T:
+    """cls(**kwargs), with a field's validation error reported at that field's location."""
+    try:
+        return cls(**kwargs)
+    except _InvalidField as error:
+        raise _fail(locate(error.key), error.message) from None
+
+
+def _build(
+    cls: Type[_T],
+    raw: Any,
+    where: _Where,
+    prebuilt: Optional[Mapping[str, Any]] = None,
+) -> _T:
+    """Builds a settings dataclass from a YAML mapping, field by field.
+
+    Args:
+      cls: the dataclass.
+      raw: the YAML value (a mapping, or null for all defaults).
+      where: location of `raw`, for error messages.
+      prebuilt: fields already built by the caller (special cases); their keys are allowed.
+    """
+    data = _as_mapping(raw, where)
+    prebuilt = prebuilt or {}
+    names = _field_names(cls)
+    for key in data:
+        if key not in names and key not in prebuilt:
+            raise _unknown_key(key, names, where)
+    hints = _hints(cls)
+    kwargs: Dict[str, Any] = {}
+    locations: Dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in prebuilt:
+            kwargs[f.name] = prebuilt[f.name]
+        elif f.name in data:
+            kwargs[f.name], locations[f.name] = _coerce(data[f.name], hints[f.name], where, f.name)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise _fail(where.key(f.name), "required key is missing")
+    return _construct(cls, kwargs, lambda key: locations.get(key, where.key(key)))
+
+
+class _Source:
+    """The config file: its name as given (for messages) and its directory (for demos)."""
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+        self.dir = os.path.dirname(os.path.abspath(path))
+
+    def resolve_demo(self, demo_path: str) -> str:
+        """Config-relative if the file exists there, else CWD-relative if it exists there."""
+        path = os.path.expanduser(demo_path)
+        if os.path.isabs(path):
+            return path
+        beside_config = os.path.join(self.dir, path)
+        if os.path.exists(beside_config):
+            return os.path.abspath(beside_config)
+        if os.path.exists(path):
+            return os.path.abspath(path)
+        return demo_path
+
+
+def _build_reward_signals(raw: Any, where: _Where, source: _Source) -> Dict[str, Any]:
+    if raw is None:
+        return _default_reward_signals()
+    data = _as_mapping(raw, where)
+    if not data:
+        raise _fail(
+            where.here(), f"expected at least one reward signal ({', '.join(REWARD_SIGNAL_TYPES)})"
+        )
+    signals: Dict[str, Any] = {}
+    for name, section in data.items():
+        if name not in REWARD_SIGNAL_TYPES:
+            raise _fail(
+                where.key(name),
+                f"unknown reward signal; expected one of {', '.join(REWARD_SIGNAL_TYPES)}"
+                f"{_suggestion(name, REWARD_SIGNAL_TYPES)}",
+            )
+        if isinstance(section, Mapping) and "network_settings" in section:
+            raise _fail(
+                where.child(name).key("network_settings"),
+                "not supported in a reward signal (ML-Agents 2.0); use encoding_size",
+            )
+        signal = _build(REWARD_SIGNAL_TYPES[name], section, where.child(name))
+        if isinstance(signal, GAILSettings):
+            signal = dataclasses.replace(signal, demo_path=source.resolve_demo(signal.demo_path))
+        signals[name] = signal
+    return signals
+
+
+def _build_behavioral_cloning(
+    raw: Any, where: _Where, source: _Source
+) -> Optional[BehavioralCloningSettings]:
+    if raw is None:
+        return None
+    bc = _build(BehavioralCloningSettings, raw, where)
+    return dataclasses.replace(bc, demo_path=source.resolve_demo(bc.demo_path))
+
+
+def _trainer_type(raw: Any, where: _Where, key: str) -> str:
+    value, location = _coerce(raw, str, where, key)
+    if value not in TRAINER_TYPES:
+        raise _fail(location, _choice_message(value, TRAINER_TYPES))
+    return value
+
+
+def _build_hyperparameters(trainer_type: str, data: Mapping[str, Any], where: _Where) -> Any:
+    cls = HYPERPARAMETER_TYPES[trainer_type]
+    own = set(_field_names(cls))
+    for other_type, other_cls in HYPERPARAMETER_TYPES.items():
+        for key in data:
+            if key not in own and key in _field_names(other_cls):
+                raise _fail(
+                    where.key(key),
+                    f"is a {other_type} hyperparameter, but the trainer type is {trainer_type}",
+                )
+    return _build(cls, data, where)
+
+
+# Where the flat format's keys live in the nested format.
+_NESTED_HOMES: Dict[str, str] = {
+    **{k: f"hyperparameters.{k}" for k in _field_names(PPOSettings) + _field_names(SACSettings)},
+    **{k: f"network_settings.{k}" for k in _field_names(NetworkSettings)},
+    **{k: f"network_settings.memory.{k}" for k in _field_names(MemorySettings)},
+    "use_recurrent": "network_settings.memory",
+    "pretraining": "behavioral_cloning",
+}
+
+
+def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSettings:
+    """A ``behaviors.<name>`` or ``default_settings`` section (already merged)."""
+    data = _as_mapping(raw, where)
+    names = _field_names(TrainerSettings)
+    for key in data:
+        if key in _NESTED_HOMES:
+            # A flat-format key in a nested section.
+            raise _fail(where.key(key), f"unknown key; did you mean {_NESTED_HOMES[key]}?")
+        if key not in names:
+            raise _unknown_key(key, names, where)
+    trainer_type = _trainer_type(data.get("trainer_type", "ppo"), where, "trainer_type")
+    hyper_where = where.child("hyperparameters")
+    prebuilt = {
+        "trainer_type": trainer_type,
+        "hyperparameters": _build_hyperparameters(
+            trainer_type, _as_mapping(data.get("hyperparameters"), hyper_where), hyper_where
+        ),
+        "reward_signals": _build_reward_signals(
+            data.get("reward_signals"), where.child("reward_signals"), source
+        ),
+        "behavioral_cloning": _build_behavioral_cloning(
+            data.get("behavioral_cloning"), where.child("behavioral_cloning"), source
+        ),
+    }
+    return _build(TrainerSettings, data, where, prebuilt=prebuilt)
+
+
+def _deep_merge(base: Dict[Any, Any], override: Mapping[Any, Any]) -> Dict[Any, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(merged.get(key), Mapping) and isinstance(value, Mapping):
+            merged[key] = _deep_merge(dict(merged[key]), value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _merge_over_default(default: Dict[Any, Any], behavior: Dict[Any, Any]) -> Dict[Any, Any]:
+    """A behavior's section deep-merged over default_settings.
+
+    Two exceptions: hyperparameters are not inherited across trainer types, and a behavior
+    that lists reward_signals gets exactly the signals it lists (each merged over the
+    default's signal of the same name), so the resolved config reads back unchanged.
+    """
+    base = copy.deepcopy(default)
+    default_type = base.get("trainer_type", "ppo")
+    if behavior.get("trainer_type", default_type) != default_type:
+        # PPO hyperparameters mean nothing to a SAC behavior (and vice versa).
+        base.pop("hyperparameters", None)
+    merged = _deep_merge(base, behavior)
+    signals = behavior.get("reward_signals")
+    default_signals = base.get("reward_signals")
+    if isinstance(signals, Mapping):
+        default_signals = default_signals if isinstance(default_signals, Mapping) else {}
+        merged["reward_signals"] = {}
+        for name, section in signals.items():
+            inherited = default_signals.get(name)
+            if isinstance(inherited, Mapping) and isinstance(section, Mapping):
+                section = _deep_merge(dict(inherited), section)
+            elif section is None:
+                section = copy.deepcopy(inherited)
+            merged["reward_signals"][name] = copy.deepcopy(section)
+    return merged
+
+
+# Flat (TF-era) format: keys of one section and where they go.
+_FLAT_TRAINER_KEYS = (
+    "trainer",
+    "max_steps",
+    "time_horizon",
+    "summary_freq",
+    "keep_checkpoints",
+    "checkpoint_interval",
+    "init_path",
+    "threaded",
+)
+_FLAT_HYPER_KEYS = tuple(
+    dict.fromkeys(_field_names(PPOSettings) + _field_names(SACSettings))
+)
+_FLAT_NETWORK_KEYS = tuple(k for k in _field_names(NetworkSettings) if k != "memory")
+_FLAT_MEMORY_KEYS = ("use_recurrent", "memory_size", "sequence_length")
+_FLAT_SECTION_KEYS = ("reward_signals", "pretraining", "behavioral_cloning")
+_FLAT_KEYS = (
+    _FLAT_TRAINER_KEYS + _FLAT_HYPER_KEYS + _FLAT_NETWORK_KEYS + _FLAT_MEMORY_KEYS
+    + _FLAT_SECTION_KEYS
+)
+
+
+def _check_flat_keys(section: Mapping[Any, Any], where: _Where) -> None:
+    for key in section:
+        if key not in _FLAT_KEYS:
+            raise _unknown_key(key, _FLAT_KEYS, where)
+
+
+def _trainer_from_flat(
+    default: Mapping[Any, Any],
+    section: Mapping[Any, Any],
+    name: str,
+    source: _Source,
+    max_steps: Optional[_Cli],
+) -> TrainerSettings:
+    """One behavior of the flat format: `section` overrides keys of `default` (shallow)."""
+    merged = {**default, **section}
+    origin = {key: (name if key in section else "default") for key in merged}
+    remap = {str(key): f"{origin[key]}.{key}" for key in merged}
+    remap["trainer_type"] = remap.get("trainer", f"{name}.trainer")
+    where = _Where(source.name, name, remap)
+    if max_steps is not None:
+        merged["max_steps"] = max_steps
+
+    trainer_type = _trainer_type(merged.get("trainer", "ppo"), where, "trainer")
+    hyper_cls = HYPERPARAMETER_TYPES[trainer_type]
+    own = _field_names(hyper_cls)
+    hyper: Dict[str, Any] = {}
+    for key in _FLAT_HYPER_KEYS:
+        if key not in merged:
+            continue
+        if key in own:
+            hyper[key] = merged[key]
+        elif origin[key] == name:
+            other = next(t for t, c in HYPERPARAMETER_TYPES.items() if key in _field_names(c))
+            raise _fail(
+                where.key(key), f"is a {other} hyperparameter, but the trainer is {trainer_type}"
+            )
+        # else: inherited from a `default:` written for the other trainer type; ignored.
+
+    memory: Optional[MemorySettings] = None
+    use_recurrent, location = _coerce(
+        merged.get("use_recurrent", False), bool, where, "use_recurrent"
+    )
+    if not isinstance(use_recurrent, bool):
+        raise _fail(location, f"expected true or false, got {_describe(use_recurrent)}")
+    if use_recurrent:
+        # memory_size and sequence_length are ignored (as in ML-Agents) without use_recurrent.
+        memory_keys = {k: merged[k] for k in ("memory_size", "sequence_length") if k in merged}
+        memory = _build(MemorySettings, memory_keys, where)
+    network_keys = {k: merged[k] for k in _FLAT_NETWORK_KEYS if k in merged}
+    network = _build(NetworkSettings, network_keys, where, prebuilt={"memory": memory})
+
+    if "pretraining" in merged and "behavioral_cloning" in merged:
+        if origin["pretraining"] == origin["behavioral_cloning"]:
+            raise _fail(
+                where.key("pretraining"),
+                "pretraining and behavioral_cloning are the same setting; give one of them",
+            )
+        # One comes from the behavior's own section, which overrides the default's.
+        bc_key = "pretraining" if origin["pretraining"] == name else "behavioral_cloning"
+    else:
+        bc_key = "pretraining" if "pretraining" in merged else "behavioral_cloning"
+    # pretraining (0.9-0.12) has the same keys as behavioral_cloning (0.13+).
+    bc = _build_behavioral_cloning(merged.get(bc_key), where.child(bc_key), source)
+
+    trainer_data = {k: merged[k] for k in _FLAT_TRAINER_KEYS if k in merged and k != "trainer"}
+    prebuilt = {
+        "trainer_type": trainer_type,
+        "hyperparameters": _build(hyper_cls, hyper, where),
+        "network_settings": network,
+        "reward_signals": _build_reward_signals(
+            merged.get("reward_signals"), where.child("reward_signals"), source
+        ),
+        "behavioral_cloning": bc,
+    }
+    return _build(TrainerSettings, trainer_data, where, prebuilt=prebuilt)
+
+
+# --------------------------------------------------------------------------------------
+# Command-line overrides.
+# --------------------------------------------------------------------------------------
+
+CLI_FLAGS: Dict[str, str] = {
+    "env_path": "--env",
+    "env_args": "--env-args",
+    "num_envs": "--num-envs",
+    "agents_per_env": "--agents-per-env",
+    "seed": "--seed",
+    "base_port": "--base-port",
+    "run_id": "--run-id",
+    "results_dir": "--results-dir",
+    "resume": "--resume",
+    "force": "--force",
+    "initialize_from": "--initialize-from",
+    "inference": "--inference",
+    "max_steps": "--max-steps",
+    "num_gpus": "--num-gpus",
+    "devices": "--devices",
+    "debug": "--debug",
+}
+"""cli_overrides keys accepted by load_settings, and the flag each is reported as."""
+
+# On/off flags: False means "not given" (a flag can only switch a setting on).
+_CLI_SWITCHES = ("resume", "force", "inference", "debug")
+_ENV_KEYS = ("env_path", "env_args", "num_envs", "agents_per_env", "seed", "base_port")
+_CHECKPOINT_KEYS = ("run_id", "results_dir", "resume", "force", "initialize_from", "inference")
+
+
+def _cli_values(cli_overrides: Optional[Mapping[str, Any]]) -> Dict[str, _Cli]:
+    given: Dict[str, _Cli] = {}
+    for key, value in (cli_overrides or {}).items():
+        if key not in CLI_FLAGS:
+            raise ValueError(
+                f"unknown cli_overrides key {key!r}; expected one of {', '.join(CLI_FLAGS)}"
+            )
+        if value is None or (key in _CLI_SWITCHES and value is False):
+            continue
+        given[key] = _Cli(value, CLI_FLAGS[key])
+    return given
+
+
+def _overlay(raw: Dict[Any, Any], cli: Mapping[str, _Cli], keys: Iterable[str]) -> Dict[Any, Any]:
+    out = dict(raw)
+    for key in keys:
+        if key in cli:
+            out[key] = cli[key]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Loading.
+# --------------------------------------------------------------------------------------
+
+_NESTED_KEYS = (
+    "behaviors",
+    "default_settings",
+    "env_settings",
+    "engine_settings",
+    "checkpoint_settings",
+    "device_settings",
+    "debug",
+)
+
+
+def _run_sections(
+    doc: Mapping[Any, Any], where: _Where, cli: Mapping[str, _Cli]
+) -> Dict[str, Any]:
+    """env, engine, checkpoint and device settings and debug, with CLI values on top."""
+    env_raw = _overlay(
+        _as_mapping(doc.get("env_settings"), where.child("env_settings")), cli, _ENV_KEYS
+    )
+    checkpoint_raw = _overlay(
+        _as_mapping(doc.get("checkpoint_settings"), where.child("checkpoint_settings")),
+        cli,
+        _CHECKPOINT_KEYS,
+    )
+    device_raw = _as_mapping(doc.get("device_settings"), where.child("device_settings"))
+    if "num_gpus" in cli or "devices" in cli:
+        # The command line's device choice replaces the file's as a whole.
+        device_raw = _overlay({}, cli, ("num_gpus", "devices"))
+    engine, _ = _coerce(doc.get("engine_settings"), Dict[str, Any], where, "engine_settings")
+    debug, debug_at = _coerce(cli.get("debug", doc.get("debug", False)), bool, where, "debug")
+    if not isinstance(debug, bool):
+        raise _fail(debug_at, f"expected true or false, got {_describe(debug)}")
+    return {
+        "env_settings": _build(EnvSettings, env_raw, where.child("env_settings")),
+        "engine_settings": engine,
+        "checkpoint_settings": _build(
+            CheckpointSettings, checkpoint_raw, where.child("checkpoint_settings")
+        ),
+        "device_settings": _build(DeviceSettings, device_raw, where.child("device_settings")),
+        "debug": debug,
+    }
+
+
+def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli]) -> RunOptions:
+    where = _Where(source.name)
+    for key in doc:
+        if key not in _NESTED_KEYS:
+            raise _unknown_key(key, _NESTED_KEYS, where)
+    max_steps = {"max_steps": cli["max_steps"]} if "max_steps" in cli else {}
+
+    default_where = where.child("default_settings")
+    default_raw = _as_mapping(doc.get("default_settings"), default_where)
+    default_settings: Optional[TrainerSettings] = None
+    if doc.get("default_settings") is not None or max_steps:
+        # --max-steps must reach unnamed behaviors too, so it creates default_settings.
+        default_settings = _trainer_from_nested({**default_raw, **max_steps}, default_where, source)
+
+    behaviors_where = where.child("behaviors")
+    behaviors: Dict[str, TrainerSettings] = {}
+    for name, raw in _as_mapping(doc.get("behaviors"), behaviors_where).items():
+        behavior_where = behaviors_where.child(name)
+        section = _as_mapping(raw, behavior_where)
+        merged = {**_merge_over_default(default_raw, section), **max_steps}
+        behaviors[str(name)] = _trainer_from_nested(merged, behavior_where, source)
+
+    return _construct(
+        RunOptions,
+        dict(
+            behaviors=behaviors,
+            default_settings=default_settings,
+            **_run_sections(doc, where, cli),
+        ),
+        where.key,
+    )
+
+
+def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli]) -> RunOptions:
+    where = _Where(source.name)
+    default = _as_mapping(doc["default"], where.child("default"))
+    _check_flat_keys(default, where.child("default"))
+    max_steps = cli.get("max_steps")
+    default_settings = _trainer_from_flat(default, {}, "default", source, max_steps)
+    behaviors: Dict[str, TrainerSettings] = {}
+    for name, raw in doc.items():
+        if name == "default":
+            continue
+        section = _as_mapping(raw, where.child(name))
+        _check_flat_keys(section, where.child(name))
+        behaviors[str(name)] = _trainer_from_flat(default, section, str(name), source, max_steps)
+    return _construct(
+        RunOptions,
+        dict(
+            behaviors=behaviors,
+            default_settings=default_settings,
+            **_run_sections({}, where, cli),
+        ),
+        where.key,
+    )
+
+
+def load_settings(path: str, cli_overrides: Optional[Mapping[str, Any]] = None) -> RunOptions:
+    """Reads, validates and resolves a trainer config (nested or flat format).
+
+    Args:
+      path: the YAML file.
+      cli_overrides: command-line values (keys in CLI_FLAGS); None or absent: not given;
+        False for an on/off flag (resume, force, inference, debug): not given. Strings are
+        parsed where numbers or booleans are meant. ``max_steps`` applies to every behavior
+        and to default_settings; ``num_gpus``/``devices`` replace the file's device choice.
+
+    Returns:
+      The frozen RunOptions.
+
+    Raises:
+      ConfigError: one line naming the file (or the flag), the YAML path and the problem.
+    """
+    cli = _cli_values(cli_overrides)
+    source = _Source(path)
+    doc = _read_yaml(path)
+    if doc is None:
+        raise ConfigError(f"{path}: the file is empty; expected a trainer configuration")
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {_describe(doc)}")
+    nested = [k for k in doc if k in _NESTED_KEYS or k in _NOT_SUPPORTED]
+    if "default" in doc and nested:
+        raise ConfigError(
+            f"{path}: mixes the flat format (default:) with the nested format "
+            f"({nested[0]}:); use one of them"
+        )
+    if nested:
+        return _load_nested(doc, source, cli)
+    if "default" in doc:
+        return _load_flat(doc, source, cli)
+    first = next(iter(doc), None)
+    hint = _suggestion(first, _NESTED_KEYS + ("default",)) if first is not None else ""
+    raise ConfigError(
+        f"{path}: not a trainer configuration: expected a behaviors: section (nested format) "
+        f"or a default: section (flat format), found {first!r}{hint}"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Writing.
+# --------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_dict(options: Any) -> Dict[str, Any]:
+    """RunOptions (or any settings dataclass) as plain dicts, lists and scalars.
+
+    For RunOptions this is the nested YAML format with every default filled in.
+    """
+    if not dataclasses.is_dataclass(options) or isinstance(options, type):
+        raise TypeError(f"expected a settings dataclass, got {type(options).__name__}")
+    return _plain(options)
+
+
+def write_resolved_config(options: RunOptions, path: str) -> None:
+    """Writes `options` as a nested-format YAML file that `load_settings` reads back equal."""
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    text = yaml.safe_dump(to_dict(options), sort_keys=False, default_flow_style=False)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as stream:
+        stream.write(
+            f"# Resolved configuration (trainer-learn {__version__}); every default filled in.\n"
+        )
+        stream.write(text)
+    os.replace(temporary, path)
