@@ -1,0 +1,148 @@
+"""End to end through ``trainer-learn``: files a run writes, resume, force, initialize-from,
+inference, and every bad input giving one clear line and a non-zero exit."""
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+import yaml
+from conftest import config_path
+
+from trainers.settings import load_settings
+
+SIMPLE = config_path("Simple_discrete.yaml")
+
+
+def status(results, run_id):
+    with open(os.path.join(results, run_id, "run_logs", "training_status.json")) as f:
+        return json.load(f)["behaviors"]["Simple"]
+
+
+def last_line(err: str) -> str:
+    lines = [l for l in err.strip().splitlines() if l.startswith("trainer-learn")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_run_writes_everything_and_resumes(run_cli):
+    code, out, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=600")
+    assert code == 0, err
+    run_dir = run_cli.results / "e2e"
+    files = set(os.listdir(run_dir / "Simple"))
+    assert {"checkpoint-600.index", "stats.csv"} <= files
+    assert any(f.startswith("events.out.tfevents") for f in files)
+    # The resolved config loads back unchanged.
+    assert load_settings(str(run_dir / "configuration.yaml")) == load_settings(
+        str(run_dir / "configuration.yaml")
+    )
+    st = status(run_cli.results, "e2e")
+    assert st["step"] == 600 and st["final_checkpoint"]["steps"] == 600
+    timers = json.loads((run_dir / "run_logs" / "timers.json").read_text())
+    assert timers["env_steps"] >= 600
+
+    # Same run id again: refused, nothing lost.
+    code, _, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=600")
+    assert code == 1 and "--resume" in last_line(err)
+    assert (run_dir / "Simple" / "checkpoint-600.index").exists()
+
+    code, out, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=1200", "--resume")
+    assert code == 0, err
+    st = status(run_cli.results, "e2e")
+    assert st["step"] == 1200
+    assert [c["steps"] for c in st["checkpoints"]] == [600, 1000, 1200]
+    assert "Step: 1000" in out and "Step: 500." not in out  # continued, not restarted
+    events = [f for f in os.listdir(run_dir / "Simple") if f.startswith("events.out")]
+    assert len(events) == 2  # the curves continue in a second event file
+
+    # Inference from the run: no training, no new checkpoint.
+    code, out, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=200", "--inference")
+    assert code == 0, err
+    assert "Not Training." in out
+    assert status(run_cli.results, "e2e")["step"] == 1200
+
+    # Initialize a new run from this one's weights: steps restart at 0.
+    code, out, err = run_cli(SIMPLE, "--run-id=e2e_init", "--max-steps=300", "--initialize-from=e2e")
+    assert code == 0, err
+    assert status(run_cli.results, "e2e_init")["step"] == 300
+
+    # --force overwrites.
+    code, _, err = run_cli(SIMPLE, "--run-id=e2e_init", "--max-steps=100", "--force")
+    assert code == 0, err
+    assert status(run_cli.results, "e2e_init")["step"] == 100
+
+
+def test_keep_checkpoints_prunes_old_files(run_cli, tmp_path):
+    cfg = yaml.safe_load(open(SIMPLE))
+    cfg["behaviors"]["Simple"].update(checkpoint_interval=100, keep_checkpoints=2, max_steps=500)
+    path = tmp_path / "keep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli(str(path), "--run-id=keep")
+    assert code == 0, err
+    index_files = sorted(f for f in os.listdir(run_cli.results / "keep" / "Simple") if f.endswith(".index"))
+    assert index_files == ["checkpoint-400.index", "checkpoint-500.index"]
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+GOOD_HEAD = """\
+behaviors:
+  Simple:
+    trainer_type: ppo
+"""
+ENV = """\
+env_settings:
+  env_path: builtin:Simple
+"""
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("behaviors: [unclosed\n", "line"),
+        (GOOD_HEAD + "    hyperparameters:\n      lr: 0.1\n" + ENV, "did you mean learning_rate"),
+        (GOOD_HEAD + "    hyperparameters:\n      batch_size: abc\n" + ENV, "batch_size"),
+        (GOOD_HEAD + "    hyperparameters:\n      buffer_size: -5\n" + ENV, "buffer_size"),
+        (GOOD_HEAD + "    hyperparameters:\n      batch_size: 0\n" + ENV, "batch_size"),
+        (GOOD_HEAD + "    hyperparameters:\n      batch_size: 128\n      buffer_size: 64\n" + ENV, "buffer_size"),
+        ("behaviors:\n  Simple:\n    trainer_type: ppp\n" + ENV, "trainer_type"),
+        (GOOD_HEAD + "env_settings:\n  env_path: builtin:Nope\n", "Nope"),
+        (GOOD_HEAD + "env_settings:\n  env_path: gym:NoSuchEnv-v0\n", "NoSuchEnv-v0"),
+        ("behaviors:\n  Missing:\n    trainer_type: ppo\n" + ENV, "Missing"),
+    ],
+    ids=["yaml-syntax", "unknown-key", "wrong-type", "negative-size", "zero-size", "batch-gt-buffer",
+         "unknown-trainer", "unknown-builtin", "unknown-gym", "behavior-not-in-env"],
+)
+def test_bad_config_is_one_clear_line(run_cli, tmp_path, text, expected):
+    code, _, err = run_cli(write(tmp_path, text), "--run-id=bad")
+    assert code == 1
+    assert expected in last_line(err)
+    assert "Traceback" not in err
+
+
+def test_missing_config_and_bad_options(run_cli, tmp_path):
+    code, _, err = run_cli(str(tmp_path / "nope.yaml"))
+    assert code == 1 and "nope.yaml" in last_line(err)
+    code, _, err = run_cli(SIMPLE, "--num-envs=two")
+    assert code == 1 and "--num-envs" in last_line(err)
+    code, _, err = run_cli(SIMPLE, "--run-id=never", "--resume")
+    assert code == 1 and "no such run" in last_line(err)
+    code, _, err = run_cli(SIMPLE, "--run-id=dev", "--devices=/gpu:7")
+    assert code == 1 and "/gpu:7" in last_line(err)
+
+
+def test_corrupt_checkpoint_is_one_clear_line(run_cli):
+    code, _, err = run_cli(SIMPLE, "--run-id=corrupt", "--max-steps=200")
+    assert code == 0, err
+    data = run_cli.results / "corrupt" / "Simple" / "checkpoint-200.data-00000-of-00001"
+    data.write_bytes(b"garbage")
+    code, _, err = run_cli(SIMPLE, "--run-id=corrupt", "--max-steps=400", "--resume")
+    assert code == 1 and "checkpoint" in last_line(err)
+    assert "Traceback" not in err
+    index = run_cli.results / "corrupt" / "Simple" / "checkpoint-200.index"
+    assert index.exists()  # nothing already saved was deleted

@@ -1,0 +1,45 @@
+"""Learning on seeded tiny environments, end to end through the CLI (in-process)."""
+from __future__ import annotations
+
+import csv
+import os
+
+import pytest
+from conftest import config_path
+
+
+def reward_rows(results, run_id: str, behavior: str = "Simple"):
+    path = os.path.join(results, run_id, behavior, "stats.csv")
+    with open(path) as f:
+        return [(int(r["step"]), float(r["mean"])) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
+
+
+@pytest.mark.parametrize("config", ["Simple_discrete.yaml", "Simple_continuous.yaml", "Simple_hybrid.yaml", "Simple_2d.yaml"])
+def test_ppo_solves_simple(run_cli, config):
+    code, out, err = run_cli(config_path(config), "--run-id=learn")
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, "learn")
+    final_step, final_reward = rows[-1]
+    # Mean return of the episodes of the last summary period (hundreds of episodes; the
+    # optimum is 1.02); ML-Agents' criterion is the mean of the last 5 episodes > 0.9.
+    assert final_reward > 0.9, rows
+    assert "Mean Reward" in out
+
+
+def test_same_seed_same_run(run_cli):
+    logs = []
+    for run_id in ("det_a", "det_b"):
+        code, _, err = run_cli(config_path("Simple_discrete.yaml"), f"--run-id={run_id}", "--max-steps=600", "--seed=7")
+        assert code == 0, err
+        with open(os.path.join(run_cli.results, run_id, "Simple", "stats.csv")) as f:
+            logs.append([(r["step"], r["tag"], r["mean"]) for r in csv.DictReader(f)])
+    assert logs[0] == logs[1]
+    assert any(tag == "Losses/Policy Loss" for _, tag, _ in logs[0])
+
+
+@pytest.mark.slow
+def test_cartpole_reaches_475(run_cli):
+    code, out, err = run_cli(config_path("CartPole.yaml"), "--run-id=cartpole")
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, "cartpole", "CartPole-v1")
+    assert max(r for _, r in rows[-3:]) >= 475, rows
