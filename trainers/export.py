@@ -374,8 +374,11 @@ def to_onnx(frozen: FrozenActor, opset: int = DEFAULT_OPSET, behavior_name: str 
     """Converts the frozen graph with tf2onnx; inputs/outputs renamed without ``:0``, in
     contract order, with the dynamic batch dimension named ``batch``."""
     opset = check_opset(opset)
-    import onnx
-    import tf2onnx
+    try:
+        import onnx
+        import tf2onnx
+    except ImportError as exc:
+        raise ExportError(f"ONNX export needs tf2onnx and onnx ({exc}); pip install 'trainer-learn[export]'") from None
 
     rename = {f"{n}:0": n for n in frozen.input_names + frozen.output_names}
     # tf2onnx logs (with tracebacks) the nodes it cannot convert and carries on with an
@@ -387,6 +390,9 @@ def to_onnx(frozen: FrozenActor, opset: int = DEFAULT_OPSET, behavior_name: str 
     logger.addHandler(capture)
     logger.propagate = False
     logger.setLevel(logging.ERROR)
+    # tf2onnx numbers the names it makes with a process-wide counter: restart it, so that
+    # the same weights give the same file (whatever was exported before in this process).
+    tf2onnx.utils.INTERNAL_NAME = 1
     try:
         model, _ = tf2onnx.convert.from_graph_def(
             frozen.graph_def,
@@ -416,7 +422,11 @@ def to_onnx(frozen: FrozenActor, opset: int = DEFAULT_OPSET, behavior_name: str 
     kept = [o for o in model.opset_import if (o.domain or "") in used_domains or (o.domain or "") == ""]
     del model.opset_import[:]
     model.opset_import.extend(kept)
-    ordered = [by_name[n] for n in frozen.output_names]
+    ordered = []
+    for n in frozen.output_names:
+        value = type(by_name[n])()
+        value.CopyFrom(by_name[n])
+        ordered.append(value)
     del graph.output[:]
     graph.output.extend(ordered)
     for value in list(graph.input) + list(graph.output):
@@ -617,7 +627,10 @@ def run_frozen(frozen: FrozenActor, feeds: Dict[str, np.ndarray]) -> Dict[str, n
 
 def onnx_session(model_bytes_or_path, threads: int = 1):
     """An onnxruntime CPU session with small thread pools (the networks are tiny)."""
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise ExportError(f"checking an ONNX export needs onnxruntime ({exc}); pip install 'trainer-learn[export]'") from None
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -752,14 +765,6 @@ def format_diffs(result: ExportResult) -> List[str]:
         for key, diff in per.items():
             lines.append(f"{result.behavior_name}: {runtime:4s} {key}: max abs diff {diff:.3g}")
     return lines
-
-
-def copy_export(src: str, dst: str) -> None:
-    """Copies an exported file atomically (for callers that keep several names)."""
-    directory = os.path.dirname(dst) or "."
-    os.makedirs(directory, exist_ok=True)
-    with open(src, "rb") as stream:
-        _write_atomic(dst, stream.read())
 
 
 __all__ = [

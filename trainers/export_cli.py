@@ -53,13 +53,10 @@ class Target:
 
 
 def _resolve_prefix(run_dir: str, behavior: str, file_path: str) -> str:
-    """A status entry's path as written (maybe relative to where training ran) -> an
-    existing checkpoint prefix (else the path as written, for the error message)."""
-    candidates = [file_path, os.path.join(run_dir, behavior, os.path.basename(file_path))]
-    for c in candidates:
-        if glob.glob(c + ".index"):
-            return c
-    return file_path
+    """A status entry -> its checkpoint prefix inside ``run_dir`` (the controller saves in
+    ``<run_dir>/<behavior>/``; the status may hold a path relative to where training ran,
+    or the run may have been moved or copied since)."""
+    return os.path.join(run_dir, behavior, os.path.basename(file_path))
 
 
 def _targets_from_run(run_dir: str, behavior: Optional[str]) -> List[Target]:

@@ -27,6 +27,28 @@ def _dims(value_info) -> List[object]:
     return [d if isinstance(d, (int, str)) or d is None else str(d) for d in value_info.shape]
 
 
+class _Session:
+    """The onnxruntime session, closable like a ``tf.Session`` (``PPOTrainer.close()`` closes
+    ``policy.session``, so an `OnnxPolicy` can stand in a trainer's ``policy``)."""
+
+    def __init__(self, session) -> None:
+        self._session = session
+
+    def run(self, output_names, feeds):
+        if self._session is None:
+            raise RuntimeError("the ONNX policy was closed")
+        return self._session.run(output_names, feeds)
+
+    def get_inputs(self):
+        return self._session.get_inputs()
+
+    def get_outputs(self):
+        return self._session.get_outputs()
+
+    def close(self) -> None:
+        self._session = None
+
+
 class OnnxPolicy:
     """A policy read from an exported ``.onnx`` file (batched inference with onnxruntime).
 
@@ -51,7 +73,7 @@ class OnnxPolicy:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            self.session = _Session(ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]))
         except Exception as exc:  # onnxruntime raises its own exception types
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelError(f"{path}: not a loadable ONNX model ({first})") from None
@@ -62,8 +84,8 @@ class OnnxPolicy:
         constants = self._read_constants()
         self.version = int(constants[names.VERSION_NUMBER].reshape(-1)[0])
         self._validate_outputs(constants)
-        self._det = [o for o in (names.DETERMINISTIC_CONTINUOUS_ACTIONS, names.DETERMINISTIC_DISCRETE_ACTIONS)]
-        self._sampled = [o for o in (names.CONTINUOUS_ACTIONS, names.DISCRETE_ACTIONS)]
+        self._det = (names.DETERMINISTIC_CONTINUOUS_ACTIONS, names.DETERMINISTIC_DISCRETE_ACTIONS)
+        self._sampled = (names.CONTINUOUS_ACTIONS, names.DISCRETE_ACTIONS)
 
     # ------------------------------------------------------------ validation
 
@@ -204,4 +226,4 @@ class OnnxPolicy:
         """Nothing to update: the normalizer is frozen into the model."""
 
     def close(self) -> None:
-        self.session = None
+        self.session.close()

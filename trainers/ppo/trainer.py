@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from envs.base_env import BehaviorSpec
+from trainers.bc import BCModule
 from trainers.buffer import AgentBuffer, get_gae
 from trainers.exceptions import CheckpointError
 from trainers.policy import Policy
@@ -60,6 +61,10 @@ class PPOTrainer:
         self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
         self.signals = create_reward_signals(settings.reward_signals, self.policy)
         self.optimizer = PPOOptimizer(self.policy, settings, self.signals, devices)
+        # Behavioral cloning: built now, in the policy graph, before the graph is finalised.
+        self.bc: Optional[BCModule] = None
+        if settings.behavioral_cloning is not None:
+            self.bc = BCModule(self.policy, settings.behavioral_cloning, settings.hyperparameters, seed)
         with self.policy.graph.as_default():
             self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
             self._init_op = tf.global_variables_initializer()
@@ -164,6 +169,10 @@ class PPOTrainer:
         self.buffer.clear()
         self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
+        if self.bc is not None:
+            # A separate pass after the PPO epochs, with its own runs (FACTS section 2).
+            averaged["pretraining_loss"] = self.bc.update(self.step)
+            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
         for name, value in averaged.items():
             tag = UPDATE_TAGS.get(name)
             if tag is None:

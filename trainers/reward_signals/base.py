@@ -38,10 +38,12 @@ class SignalTower:
 class RewardSignal(ABC):
     """Base class; ``name`` is the config key (``extrinsic``, ``curiosity``, ``gail``)."""
 
-    def __init__(self, name: str, settings: RewardSignalSettings, policy: "Policy") -> None:
+    def __init__(self, name: str, settings: RewardSignalSettings, policy: "Policy", seed: int = 0) -> None:
         self.name = name
         self.settings = settings
         self.policy = policy
+        #: Seeds whatever the signal draws on the host (GAIL's expert minibatches).
+        self.seed = seed
 
     @property
     def gamma(self) -> float:

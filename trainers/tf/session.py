@@ -37,7 +37,7 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
     config = tf.ConfigProto(
         device_count=device_count,
         intra_op_parallelism_threads=1,
-        inter_op_parallelism_threads=max(1, len(devices)),
+        inter_op_parallelism_threads=-1 if len(devices) == 1 else len(devices),
         allow_soft_placement=False,
     )
     config.gpu_options.allow_growth = True

@@ -13,7 +13,8 @@ memory). Tower ``i`` of ``N`` gets ``S // N`` sequences, plus one more for the f
 applied gradient of every optimizer group is ``sum_i (n_i / sum_j n_j) * grad_i``, and
 every statistic is averaged with the same weights. This equals the gradient of the mean
 over the whole minibatch, so 1 tower and N towers give the same update even when the split
-is uneven (tests prove it to float32 round-off).
+is uneven (tests prove it to float32 round-off). A tower left without rows (fewer
+sequences than towers) has weight 0 and contributes exactly nothing.
 """
 from __future__ import annotations
 
@@ -172,8 +173,12 @@ def build_towers(
         def average(values: Sequence[Optional[tf.Tensor]], like: tf.Tensor) -> tf.Tensor:
             if weights[0] is None:
                 return values[0] if values[0] is not None else tf.zeros_like(like)
+            # An empty tower (weight 0) contributes exactly nothing, even if a mean over
+            # its zero rows produced NaN.
             terms = [
-                tf.cast(w, v.dtype) * v for w, v in zip(weights, values) if v is not None
+                tf.where_v2(w > 0, tf.cast(w, v.dtype) * v, tf.zeros_like(v))
+                for w, v in zip(weights, values)
+                if v is not None
             ]
             return tf.add_n(terms) if terms else tf.zeros_like(like)
 

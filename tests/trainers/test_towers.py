@@ -1,0 +1,151 @@
+"""Towers: 1, 2 and 4 towers give the same averaged gradients and weights after an update
+(even, uneven and empty splits), every tower's ops run on its own device, checkpoints move
+between tower counts, and a 2-tower run learns."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import config_path, make_spec, random_obs, small_settings
+
+from trainers.ppo.trainer import PPOTrainer
+from trainers.stats import StatsReporter
+from trainers.tf import tf
+from trainers.tf.towers import split_sizes
+
+SPEC = make_spec(1, (3,))
+
+
+def build(devices, tmp_path=None, restore=None):
+    trainer = PPOTrainer("B", SPEC, small_settings(), StatsReporter("B", []), 0, devices)
+    if restore is not None:
+        trainer.load(restore)
+    return trainer
+
+
+def minibatch(n, seed=0):
+    rng = np.random.default_rng(seed)
+    obs = random_obs(SPEC, n, rng)
+    return {
+        "obs_0": obs[0],
+        "continuous_action": rng.normal(size=(n, 1)).astype(np.float32),
+        "discrete_action": rng.integers(0, 3, size=(n, 1)).astype(np.int32),
+        "action_mask": np.ones((n, 3), np.float32),
+        "log_probs": rng.normal(-2, 0.3, size=n).astype(np.float32),
+        "advantages": rng.normal(size=n).astype(np.float32),
+        "masks": np.ones(n, np.float32),
+        "extrinsic_returns": rng.normal(size=n).astype(np.float32),
+        "extrinsic_value_estimates": rng.normal(size=n).astype(np.float32),
+    }
+
+
+def grads_and_update(trainer, mb):
+    opt = trainer.optimizer
+    feed = {opt.placeholders[k]: v for k, v in mb.items()}
+    feed[opt.current_step] = 10
+    pairs = opt.towers.gradients["ppo"]
+    names = [v.op.name for _, v in pairs]
+    grads = trainer.policy.session.run([g for g, _ in pairs], feed)
+    stats = opt.update(mb, 10, {})
+    weights = trainer.policy.session.run([v for _, v in pairs])
+    return dict(zip(names, grads)), dict(zip(names, weights)), stats
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("towers"))
+    one = build(("/cpu:0",))
+    prefix = one.save(directory)
+    results = {}
+    for n in (32, 19, 3):
+        one.load(prefix)  # every case starts from the same weights and optimizer state
+        results[n] = grads_and_update(one, minibatch(n))
+    one.close()
+    return prefix, results
+
+
+@pytest.mark.parametrize("num_towers", [2, 4])
+@pytest.mark.parametrize("rows", [32, 19, 3], ids=["even", "uneven", "fewer-rows-than-towers"])
+def test_towers_match_one_tower(reference, num_towers, rows):
+    prefix, results = reference
+    ref_grads, ref_weights, ref_stats = results[rows]
+    multi = build(tuple(f"/cpu:{i}" for i in range(num_towers)), restore=prefix)
+    grads, weights, stats = grads_and_update(multi, minibatch(rows))
+    multi.close()
+    assert set(grads) == set(ref_grads)
+    # Relative to the largest gradient entry of the network: single entries that are sums
+    # of cancelling terms carry float32 round-off of the terms, not of the sum.
+    scale = max(float(np.max(np.abs(g))) for g in ref_grads.values())
+    for name in ref_grads:
+        assert float(np.max(np.abs(ref_grads[name] - grads[name]))) / scale < 1e-6, name
+        np.testing.assert_allclose(weights[name], ref_weights[name], rtol=1e-6, atol=1e-7, err_msg=name)
+    for key in ("policy_loss", "value_loss", "entropy", "approx_kl"):
+        assert stats[key] == pytest.approx(ref_stats[key], rel=1e-5, abs=1e-7), key
+
+
+def test_split_rule():
+    with tf.Graph().as_default(), tf.Session() as sess:
+        sizes = sess.run([split_sizes(tf.constant(n), 4) for n in (8, 9, 11, 2)])
+    assert [list(s) for s in sizes] == [[2, 2, 2, 2], [3, 2, 2, 2], [3, 3, 3, 2], [1, 1, 0, 0]]
+
+
+def test_every_tower_runs_on_its_own_device():
+    trainer = build(("/cpu:0", "/cpu:1"))
+    opt = trainer.optimizer
+    mb = minibatch(16)
+    feed = {opt.placeholders[k]: v for k, v in mb.items()}
+    feed[opt.current_step] = 1
+    meta = tf.RunMetadata()
+    trainer.policy.session.run(
+        opt._update_op, feed, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), run_metadata=meta
+    )
+    placed = {}
+    for dev in meta.step_stats.dev_stats:
+        for node in dev.node_stats:
+            if node.node_name.startswith("tower_") and not node.node_name.startswith("tower_average"):
+                placed.setdefault(node.node_name.split("/")[0], set()).add(dev.device.lower())
+    assert set(placed) == {"tower_0", "tower_1"}
+    assert all("cpu:0" in d for d in placed["tower_0"]), placed["tower_0"]
+    assert all("cpu:1" in d for d in placed["tower_1"]), placed["tower_1"]
+    assert len(meta.step_stats.dev_stats) >= 2
+    trainer.close()
+
+
+def test_checkpoints_move_between_tower_counts(tmp_path):
+    two = build(("/cpu:0", "/cpu:1"))
+    two.optimizer.update(minibatch(16), 5, {})
+    two.step = 123
+    prefix = two.save(str(tmp_path))
+    obs = random_obs(SPEC, 4, np.random.default_rng(1))
+    expected = two.policy.act(obs, deterministic=True)
+    values = two.optimizer.evaluate_values(obs)
+    two.close()
+    one = build(("/cpu:0",), restore=prefix)
+    assert one.step == 123
+    got = one.policy.act(obs, deterministic=True)
+    np.testing.assert_array_equal(got.env_continuous, expected.env_continuous)
+    np.testing.assert_array_equal(got.discrete, expected.discrete)
+    np.testing.assert_array_equal(one.optimizer.evaluate_values(obs)["extrinsic"], values["extrinsic"])
+    prefix_one = one.save(str(tmp_path / "one"))
+    one.close()
+    four = build(tuple(f"/cpu:{i}" for i in range(4)), restore=prefix_one)
+    np.testing.assert_array_equal(four.policy.act(obs, deterministic=True).discrete, expected.discrete)
+    four.close()
+
+
+def test_two_tower_run_learns(run_cli):
+    import csv
+    import os
+
+    code, out, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=towers", "--devices=/cpu:0,/cpu:1")
+    assert code == 0, err
+    with open(os.path.join(run_cli.results, "towers", "Simple", "stats.csv")) as f:
+        rewards = [float(r["mean"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
+    assert rewards[-1] > 0.9
+
+
+def test_bad_device_lists(run_cli):
+    for devices, expected in (("/gpu:0", "available"), ("/tpu:0", "available"), ("cpu:x", "expected device names")):
+        code, _, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=bad", f"--devices={devices}")
+        assert code == 1, err
+        line = [l for l in err.splitlines() if l.startswith("trainer-learn")][0]
+        assert devices in line and expected in line

@@ -1,0 +1,136 @@
+"""Behavioral cloning: supervised steps of the actor towards the expert's actions.
+
+`BCModule` is built in the policy's graph when the trainer is constructed (before the
+graph is finalised): an actor copy on its own placeholders (same weights as the policy,
+by variable name), the loss, and its own Adam. After the PPO epochs of every update the
+trainer calls `BCModule.update`: ``num_epoch`` passes over ``samples_per_update`` demo rows
+(0: the whole demo) in minibatches of ``batch_size`` — a separate pass with its own
+``sess.run`` per minibatch, by design (ML-Agents runs it after the policy update too).
+
+**Loss.** Discrete: cross-entropy of the expert's action, summed over branches (masked
+logits, the demo's masks when it has them). Continuous: the squared error between the
+policy mean and the expert action *in environment space*. The environment receives
+``clip(raw, -3, 3) / 3`` while demos store what the environment received (in [-1, 1]), so
+the loss is ``mean((mu / 3 - a_expert)^2)``; the clip is left out because the targets lie
+inside it (a clipped mean beyond +-3 would get no gradient back). The log std is not
+trained by BC. Hybrid specs add both terms.
+
+**Learning rate.** ``learning_rate x strength`` (the trainer's initial rate), decayed
+linearly to 0 over ``steps`` agent steps (``steps: 0``: constant).
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+
+from trainers.policy import POLICY_SCOPE, Policy, build_actor
+from trainers.reward_signals._features import action_placeholders, obs_placeholders
+from trainers.reward_signals.gail import ExpertData, load_expert_data
+from trainers.settings import BehavioralCloningSettings, PPOSettings
+from trainers.tf import tf
+from trainers.tf.distributions import CONTINUOUS_CLIP
+from trainers.tf.session import FastCallable
+
+BC_SCOPE = "behavioral_cloning"
+
+
+class BCModule:
+    """Behavioral cloning of one behavior's actor from a demonstration.
+
+    Args:
+        policy: the actor to train (its graph must not be finalised yet).
+        settings: the ``behavioral_cloning`` section.
+        hyperparameters: the trainer's; default batch size, epochs and learning rate.
+        seed: seeds the choice and order of demo rows.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        settings: BehavioralCloningSettings,
+        hyperparameters: PPOSettings,
+        seed: int = 0,
+    ) -> None:
+        self.policy = policy
+        self.settings = settings
+        spec = policy.spec
+        self.expert: ExpertData = load_expert_data(settings.demo_path, policy.behavior_name, spec)
+        self.batch_size = settings.batch_size or hyperparameters.batch_size
+        self.num_epoch = settings.num_epoch or hyperparameters.num_epoch
+        self.initial_learning_rate = hyperparameters.learning_rate * settings.strength
+        self._rng = np.random.default_rng(seed)
+        self.update_runs = 0  # BC sess.runs (tests count them)
+        action_spec = spec.action_spec
+        with policy.graph.as_default(), tf.name_scope(BC_SCOPE):
+            self._obs = obs_placeholders(spec, "obs")
+            self._actions = action_placeholders(action_spec, "expert")
+            self._mask: Optional[tf.Tensor] = None
+            if action_spec.is_discrete:
+                self._mask = tf.placeholder(
+                    tf.float32, [None, sum(action_spec.discrete_branches)], name="action_mask"
+                )
+            self._step = tf.placeholder(tf.int64, [], name="step")
+            actor = build_actor(
+                self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers
+            )
+            loss = tf.constant(0.0)
+            if actor.continuous is not None:
+                predicted = actor.continuous.mean / CONTINUOUS_CLIP  # env space without the clip
+                loss += tf.reduce_mean(tf.square(predicted - self._actions["continuous_action"]))
+            if actor.discrete is not None:
+                loss += -tf.reduce_mean(actor.discrete.log_prob(self._actions["discrete_action"]))
+            self.loss = loss
+            if settings.steps > 0:
+                frac = tf.minimum(tf.cast(self._step, tf.float32) / float(settings.steps), 1.0)
+                self.learning_rate = self.initial_learning_rate * (1.0 - frac)
+            else:
+                self.learning_rate = tf.constant(self.initial_learning_rate, tf.float32)
+            variables = [
+                v for v in tf.trainable_variables() if v.op.name.startswith(POLICY_SCOPE + "/")
+            ]
+            optimizer = tf.train.AdamOptimizer(self.learning_rate, name="bc_adam")
+            self._train_op = optimizer.minimize(self.loss, var_list=variables)
+        self._feed_list: List[tf.Tensor] = (
+            self._obs + list(self._actions.values()) + ([self._mask] if self._mask is not None else [])
+        )
+        self._feed_list.append(self._step)
+        self._update_fn: Optional[FastCallable] = None
+
+    @property
+    def samples_per_update(self) -> int:
+        """Demo rows used per update: ``samples_per_update``, or the whole demo when 0."""
+        n = len(self.expert)
+        return min(self.settings.samples_per_update, n) if self.settings.samples_per_update > 0 else n
+
+    def update(self, step: int) -> float:
+        """``num_epoch`` passes of minibatch steps over a sample of the demo.
+
+        Args:
+            step: the trainer's agent step (drives the learning-rate decay).
+        Returns:
+            The mean BC loss over the minibatches (reported as ``Losses/Pretraining Loss``).
+        """
+        if self._update_fn is None:
+            self._update_fn = FastCallable(
+                self.policy.session, [self.loss], self._feed_list, targets=[self._train_op]
+            )
+        n = self.samples_per_update
+        rows = self._rng.permutation(len(self.expert))[:n]
+        batch = min(self.batch_size, n)
+        losses = []
+        for _ in range(self.num_epoch):
+            order = self._rng.permutation(rows)
+            for b in range(n // batch):
+                idx = order[b * batch : (b + 1) * batch]
+                feeds = [o[idx] for o in self.expert.obs]
+                if "continuous_action" in self._actions:
+                    feeds.append(self.expert.continuous_action[idx])
+                if "discrete_action" in self._actions:
+                    feeds.append(self.expert.discrete_action[idx])
+                if self._mask is not None:
+                    feeds.append(self.expert.action_mask[idx])
+                feeds.append(step)
+                losses.append(float(self._update_fn(*feeds)[0]))
+                self.update_runs += 1
+        return float(np.mean(losses))

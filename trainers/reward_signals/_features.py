@@ -1,0 +1,70 @@
+"""Graph helpers shared by the learned reward signals (curiosity, GAIL) and BC.
+
+Actions reach a signal in two spaces: the update buffer and trajectories hold the policy's
+*raw* continuous sample (unbounded; the environment received ``clip(raw, -3, 3) / 3``),
+while `.demo` files hold what the environment received, in [-1, 1]. Signals compare and
+encode continuous actions in that environment space, so policy rows and expert rows mean
+the same thing; discrete actions become one-hot rows, one block per branch.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from envs.base_env import ActionSpec, BehaviorSpec
+from trainers.tf import tf
+from trainers.tf.distributions import env_continuous
+
+
+def obs_placeholders(spec: BehaviorSpec, prefix: str) -> List[tf.Tensor]:
+    """One float32 placeholder ``[None, *shape_i]`` per observation, named ``<prefix>_<i>``."""
+    return [
+        tf.placeholder(tf.float32, (None,) + tuple(o.shape), name=f"{prefix}_{i}")
+        for i, o in enumerate(spec.observation_specs)
+    ]
+
+
+def action_placeholders(action_spec: ActionSpec, prefix: str) -> Dict[str, tf.Tensor]:
+    """``continuous_action`` ``[None, c]`` float32 and/or ``discrete_action`` ``[None, b]`` int32."""
+    out: Dict[str, tf.Tensor] = {}
+    if action_spec.is_continuous:
+        out["continuous_action"] = tf.placeholder(
+            tf.float32, [None, action_spec.continuous_size], name=f"{prefix}_continuous_action"
+        )
+    if action_spec.is_discrete:
+        out["discrete_action"] = tf.placeholder(
+            tf.int32, [None, action_spec.discrete_size], name=f"{prefix}_discrete_action"
+        )
+    return out
+
+
+def one_hot_branches(discrete: tf.Tensor, branches: Sequence[int]) -> tf.Tensor:
+    """``[B, b]`` int actions -> ``[B, sum(branches)]`` float32, one one-hot block per branch."""
+    return tf.concat([tf.one_hot(discrete[:, i], n, dtype=tf.float32) for i, n in enumerate(branches)], axis=1)
+
+
+def action_features(
+    action_spec: ActionSpec,
+    continuous: Optional[tf.Tensor],
+    discrete: Optional[tf.Tensor],
+    raw_continuous: bool,
+) -> tf.Tensor:
+    """``[B, c + sum(branches)]`` float32: env-space continuous actions, then one-hot branches.
+
+    Args:
+        continuous: ``[B, c]``; the policy's raw sample when ``raw_continuous`` (mapped to
+            ``clip(a, -3, 3) / 3``), else already in environment space (demo actions).
+        discrete: ``[B, b]`` int32.
+    """
+    parts = []
+    if action_spec.is_continuous:
+        assert continuous is not None
+        parts.append(env_continuous(continuous) if raw_continuous else continuous)
+    if action_spec.is_discrete:
+        assert discrete is not None
+        parts.append(one_hot_branches(discrete, action_spec.discrete_branches))
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+
+
+def safe_mean(x: tf.Tensor) -> tf.Tensor:
+    """Mean of ``x`` ``[B]``; 0 for an empty tower (``reduce_mean`` would give NaN)."""
+    return tf.reduce_sum(x) / tf.maximum(tf.cast(tf.shape(x)[0], x.dtype), 1.0)

@@ -1,0 +1,340 @@
+"""GAIL (Ho & Ermon, 2016) and VAIL (Peng et al., 2018): reward looking like the expert.
+
+A discriminator ``D(s[, a], done)`` in variable scope ``<name>/`` learns to tell expert
+rows (from a `.demo` file) from the policy's rows; the policy is rewarded
+``-log(1 - D + 1e-7) x strength``, large where its rows look like the expert's.
+
+**Update** (in the trainer's one ``sess.run`` per minibatch, as its own optimizer group):
+for a policy minibatch of ``B`` rows, `prepare_update` samples ``B`` expert rows (the
+batches must be the same size: the towers split both by the same row counts). ML-Agents
+cut the policy minibatch to the demo length instead; our trainer fixes the minibatch
+size, so when the demo has fewer than ``B`` rows the expert rows are drawn *with*
+replacement (else without). The loss, masked means over the tower's policy rows::
+
+    L = -mean log D(expert) - mean log(1 - D(policy))             (from logits, stable)
+        + 10 x mean_rows (||grad_x D(x_interp)|| - 1)^2            (gradient penalty)
+        [+ beta x (KL - 0.5)]                                        (VAIL)
+
+with ``x_interp = u x expert + (1 - u) x policy`` row by row, ``u ~ U(0, 1)`` per row, over
+every input of D (observations, actions, done).
+
+**VAIL** (``use_vail: true``) puts a stochastic bottleneck before the output:
+``z ~ N(mu(h), sigma^2)`` with ``z`` of size 128 and a learned state-independent sigma;
+``KL = KL(N(mu, sigma^2) || N(0, I))`` averaged over the expert and the policy rows. The
+non-trainable variable ``gail_beta`` (initially 1) is updated in the same run, after the
+discriminator's apply: ``beta <- max(0, beta + 0.0005 x (KL - 0.5))`` with the
+tower-averaged KL, so the bottleneck carries about 0.5 nats. Training samples ``z``;
+rewards use ``z = mu`` (and so does the gradient penalty).
+
+Actions (``use_actions: true``) are compared in environment space (see `_features`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from envs.base_env import BehaviorSpec
+from envs.demo import check_demo_spec, load_demonstration
+from envs.exceptions import DemoError
+from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, safe_mean
+from trainers.reward_signals.base import FeedDict, RewardSignal, SignalTower
+from trainers.settings import GAILSettings, NetworkSettings
+from trainers.tf import tf
+from trainers.tf.encoders import build_body
+from trainers.tf.layers import dense, swish
+from trainers.tf.session import FastCallable
+from trainers.tf.towers import OptimizerGroup, masked_mean
+
+if TYPE_CHECKING:
+    from trainers.policy import Policy
+
+GRADIENT_PENALTY_WEIGHT = 10.0
+REWARD_EPSILON = 1e-7
+Z_SIZE = 128
+VAIL_ALPHA = 0.0005
+TARGET_MUTUAL_INFORMATION = 0.5
+BETA_VARIABLE = "gail_beta"
+
+
+@dataclass(frozen=True)
+class ExpertData:
+    """The demonstration's rows as the discriminator reads them.
+
+    Attributes:
+        obs: one ``[T, *shape_i]`` float32 array per observation.
+        continuous_action: ``[T, c]`` float32, environment space ([-1, 1]).
+        discrete_action: ``[T, b]`` int32.
+        done: ``[T]`` float32, 1 where the episode ended after the row's action.
+        action_mask: ``[T, sum(branches)]`` float32, 1 = allowed (all ones when the file
+            has no masks).
+    """
+
+    obs: List[np.ndarray]
+    continuous_action: np.ndarray
+    discrete_action: np.ndarray
+    done: np.ndarray
+    action_mask: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.done.shape[0])
+
+
+def load_expert_data(path: str, behavior_name: str, spec: BehaviorSpec) -> ExpertData:
+    """Reads ``path`` (a .demo file or a directory of them) and checks it against the
+    behavior's spec.
+
+    Raises:
+        DemoError: unreadable demo, a spec mismatch, or no rows.
+    """
+    demo = load_demonstration(path)
+    check_demo_spec(demo, behavior_name, spec)
+    if len(demo) == 0:
+        raise DemoError(f"{path}: the demonstration holds no steps")
+    width = sum(spec.action_spec.discrete_branches)
+    if demo.action_masks is None:
+        mask = np.ones((len(demo), width), np.float32)
+    else:  # the file's True means "unavailable"
+        mask = 1.0 - np.asarray(demo.action_masks, np.float32).reshape(len(demo), width)
+    return ExpertData(
+        [np.asarray(o, np.float32) for o in demo.obs],
+        np.asarray(demo.continuous_actions, np.float32),
+        np.asarray(demo.discrete_actions, np.int32),
+        np.asarray(demo.done, np.float32),
+        mask,
+    )
+
+
+@dataclass(frozen=True)
+class DiscriminatorTensors:
+    """One discriminator copy.
+
+    Attributes:
+        logit: ``[B]``; ``D = sigmoid(logit)`` is the probability that a row is the expert's.
+        estimate: ``[B]`` D.
+        kl: ``[B]`` KL of the bottleneck to N(0, I) (VAIL), else None.
+    """
+
+    logit: tf.Tensor
+    estimate: tf.Tensor
+    kl: Optional[tf.Tensor]
+
+
+class GAILRewardSignal(RewardSignal):
+    """The ``gail`` reward signal (VAIL with ``use_vail``)."""
+
+    def __init__(self, name: str, settings: GAILSettings, policy: "Policy", seed: int = 0) -> None:
+        super().__init__(name, settings, policy, seed)
+        self.settings: GAILSettings = settings
+        spec = policy.spec
+        self._action_spec = spec.action_spec
+        self._num_obs = len(spec.observation_specs)
+        self.expert = load_expert_data(settings.demo_path, policy.behavior_name, spec)
+        # The only state prepare_update touches: draws of the expert rows.
+        self._rng = np.random.default_rng(seed)
+        self._network = NetworkSettings(
+            hidden_units=settings.encoding_size,
+            num_layers=1,
+            vis_encode_type=policy.settings.network_settings.vis_encode_type,
+            activation="swish",
+        )
+        with policy.graph.as_default():
+            self._optimizer = tf.train.AdamOptimizer(settings.learning_rate, name=f"{name}_adam")
+            self.beta: Optional[tf.Variable] = None
+            if settings.use_vail:
+                self.beta = tf.get_variable(
+                    BETA_VARIABLE, [], tf.float32, tf.constant_initializer(1.0), trainable=False
+                )
+            with tf.name_scope(f"{name}_expert"):
+                self._expert_obs = obs_placeholders(spec, "obs")
+                self._expert_actions = (
+                    action_placeholders(spec.action_spec, "expert") if settings.use_actions else {}
+                )
+                self._expert_done = tf.placeholder(tf.float32, [None], name="done")
+            with tf.name_scope(f"{name}_evaluate"):
+                self._obs = obs_placeholders(spec, "obs")
+                self._actions = action_placeholders(spec.action_spec, "eval") if settings.use_actions else {}
+                self._done = tf.placeholder(tf.float32, [None], name="done")
+                features = self._policy_features(self._actions)
+                d = self._discriminate(self._obs, features, self._done, sample_z=False)
+                self._reward = -tf.log(1.0 - d.estimate + REWARD_EPSILON) * self.strength
+        self._feed_keys: List[str] = (
+            [f"obs_{i}" for i in range(self._num_obs)] + list(self._actions) + ["done"]
+        )
+        self._feed_list: List[tf.Tensor] = self._obs + list(self._actions.values()) + [self._done]
+        self._evaluate_fn: Optional[FastCallable] = None
+
+    # ------------------------------------------------------------------ graph
+
+    def _policy_features(self, actions: Mapping[str, tf.Tensor]) -> Optional[tf.Tensor]:
+        if not self.settings.use_actions:
+            return None
+        return action_features(
+            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=True
+        )
+
+    def _expert_features(self, actions: Mapping[str, tf.Tensor]) -> Optional[tf.Tensor]:
+        if not self.settings.use_actions:
+            return None
+        return action_features(
+            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=False
+        )
+
+    def _discriminate(
+        self,
+        obs: Sequence[tf.Tensor],
+        actions: Optional[tf.Tensor],
+        done: tf.Tensor,
+        sample_z: bool,
+    ) -> DiscriminatorTensors:
+        """Builds (or reuses by name) D on ``obs`` ``[B, *shape_i]``, action features
+        ``[B, F]`` (None without ``use_actions``) and ``done`` ``[B]``."""
+        spec = self.policy.spec
+        units = self.settings.encoding_size
+        with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
+            encoded = build_body(obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder")
+            parts = [encoded] + ([actions] if actions is not None else []) + [done[:, None]]
+            hidden = dense(tf.concat(parts, axis=1), units, "hidden", swish)
+            kl = None
+            if self.settings.use_vail:
+                # Small initial means: the bottleneck starts near the prior (KL ~ 0).
+                z_mean = dense(hidden, Z_SIZE, "z_mean", gain=0.01)
+                z_log_sigma = tf.get_variable("z_log_sigma", [Z_SIZE], tf.float32, tf.zeros_initializer())
+                sigma = tf.exp(z_log_sigma)
+                # KL(N(mu, sigma^2) || N(0, 1)) summed over the Z_SIZE dimensions.
+                kl = 0.5 * tf.reduce_sum(
+                    tf.square(z_mean) + tf.square(sigma) - 1.0 - 2.0 * z_log_sigma, axis=1
+                )
+                hidden = z_mean + sigma * tf.random.normal(tf.shape(z_mean)) if sample_z else z_mean
+            logit = dense(hidden, 1, "estimate", gain=1.0)[:, 0]
+        return DiscriminatorTensors(logit, tf.nn.sigmoid(logit), kl)
+
+    def update_fields(self) -> Sequence[str]:
+        return ("done",)
+
+    def batch_placeholders(self) -> Mapping[str, tf.Tensor]:
+        out: Dict[str, tf.Tensor] = {
+            f"{self.name}_expert_obs_{i}": ph for i, ph in enumerate(self._expert_obs)
+        }
+        out.update({f"{self.name}_expert_{k}": ph for k, ph in self._expert_actions.items()})
+        out[f"{self.name}_expert_done"] = self._expert_done
+        return out
+
+    def optimizer_group(self) -> Optional[OptimizerGroup]:
+        return OptimizerGroup(self.name, self._optimizer, (self.name + "/",))
+
+    def build_tower(self, shard: Mapping[str, tf.Tensor]) -> Optional[SignalTower]:
+        mask = shard["masks"]
+        policy_obs = [shard[f"obs_{i}"] for i in range(self._num_obs)]
+        expert_obs = [shard[f"{self.name}_expert_obs_{i}"] for i in range(self._num_obs)]
+        policy_act = self._policy_features(
+            {k: shard[k] for k in ("continuous_action", "discrete_action") if k in shard}
+        )
+        expert_act = self._expert_features(
+            {k: shard[f"{self.name}_expert_{k}"] for k in self._expert_actions}
+        )
+        policy_done, expert_done = shard["done"], shard[f"{self.name}_expert_done"]
+        pol = self._discriminate(policy_obs, policy_act, policy_done, sample_z=True)
+        exp = self._discriminate(expert_obs, expert_act, expert_done, sample_z=True)
+
+        # -log D(expert) - log(1 - D(policy)), with log(1 - sigmoid(l)) = log_sigmoid(-l).
+        expert_term = safe_mean(tf.math.log_sigmoid(exp.logit))
+        policy_term = masked_mean(tf.math.log_sigmoid(-pol.logit), mask)
+        discriminator_loss = -(expert_term + policy_term)
+
+        penalty = self._gradient_penalty(
+            policy_obs, expert_obs, policy_act, expert_act, policy_done, expert_done, mask
+        )
+        loss = discriminator_loss + GRADIENT_PENALTY_WEIGHT * penalty
+        stats: Dict[str, tf.Tensor] = {
+            "policy_estimate": masked_mean(pol.estimate, mask),
+            "expert_estimate": safe_mean(exp.estimate),
+            "discriminator_loss": discriminator_loss,
+            "gradient_penalty": penalty,
+        }
+        if self.beta is not None:
+            assert pol.kl is not None and exp.kl is not None
+            kl = 0.5 * (masked_mean(pol.kl, mask) + safe_mean(exp.kl))
+            loss = loss + self.beta * (kl - TARGET_MUTUAL_INFORMATION)
+            stats["kl"] = kl
+            stats["beta"] = tf.identity(self.beta)
+        stats["loss"] = loss
+        return SignalTower(loss, stats)
+
+    def _gradient_penalty(
+        self,
+        policy_obs: Sequence[tf.Tensor],
+        expert_obs: Sequence[tf.Tensor],
+        policy_act: Optional[tf.Tensor],
+        expert_act: Optional[tf.Tensor],
+        policy_done: tf.Tensor,
+        expert_done: tf.Tensor,
+        mask: tf.Tensor,
+    ) -> tf.Tensor:
+        """``mean_rows (||grad D(x_interp)|| - 1)^2`` over every input of D (scalar)."""
+        u = tf.random.uniform(tf.shape(policy_done))  # [B], one mix per row
+
+        def mix(expert: tf.Tensor, policy: tf.Tensor) -> tf.Tensor:
+            w = tf.reshape(u, [-1] + [1] * (expert.shape.ndims - 1))
+            return w * expert + (1.0 - w) * policy
+
+        obs = [mix(e, p) for e, p in zip(expert_obs, policy_obs)]
+        act = mix(expert_act, policy_act) if expert_act is not None and policy_act is not None else None
+        done = mix(expert_done, policy_done)
+        inputs = obs + ([act] if act is not None else []) + [done]
+        estimate = self._discriminate(obs, act, done, sample_z=False).estimate
+        squared = tf.zeros_like(done)
+        for g in tf.gradients(estimate, inputs):
+            if g is None:
+                continue
+            axes = list(range(1, g.shape.ndims))
+            squared += tf.reduce_sum(tf.square(g), axis=axes) if axes else tf.square(g)
+        norm = tf.sqrt(squared + REWARD_EPSILON)
+        return masked_mean(tf.square(norm - 1.0), mask)
+
+    def build_post_apply(self, apply_op: tf.Operation, stats: Mapping[str, tf.Tensor]) -> Optional[tf.Operation]:
+        if self.beta is None:
+            return None
+        # After the discriminator's apply, and after this run's beta stat was read, so that
+        # the reported beta is the one the loss used.
+        with tf.control_dependencies([apply_op, stats["beta"]]):
+            new_beta = tf.maximum(self.beta + VAIL_ALPHA * (stats["kl"] - TARGET_MUTUAL_INFORMATION), 0.0)
+            return tf.assign(self.beta, new_beta, name="update_gail_beta").op
+
+    def sample_expert_rows(self, n: int) -> np.ndarray:
+        """``[n]`` row indices of the demo: without replacement when it has ``n`` rows or
+        more, else with replacement (see the module docstring). Draws from the signal's
+        own generator."""
+        size = len(self.expert)
+        return self._rng.choice(size, n, replace=size < n)
+
+    def prepare_update(self, minibatch: Mapping[str, np.ndarray], num_sequences: int) -> FeedDict:
+        """An expert minibatch as large as the policy minibatch. Touches no state but the
+        signal's generator of expert draws."""
+        idx = self.sample_expert_rows(len(minibatch["masks"]))
+        feed: FeedDict = {ph: self.expert.obs[i][idx] for i, ph in enumerate(self._expert_obs)}
+        if "continuous_action" in self._expert_actions:
+            feed[self._expert_actions["continuous_action"]] = self.expert.continuous_action[idx]
+        if "discrete_action" in self._expert_actions:
+            feed[self._expert_actions["discrete_action"]] = self.expert.discrete_action[idx]
+        feed[self._expert_done] = self.expert.done[idx]
+        return feed
+
+    @property
+    def stats(self) -> Mapping[str, str]:
+        out = {
+            "Losses/GAIL Loss": f"{self.name}/loss",
+            "Policy/GAIL Policy Estimate": f"{self.name}/policy_estimate",
+            "Policy/GAIL Expert Estimate": f"{self.name}/expert_estimate",
+        }
+        if self.beta is not None:
+            out["Policy/GAIL Beta"] = f"{self.name}/beta"
+        return out
+
+    # ---------------------------------------------------------------- running
+
+    def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
+        if self._evaluate_fn is None:
+            self._evaluate_fn = FastCallable(self.policy.session, [self._reward], self._feed_list)
+        return np.asarray(self._evaluate_fn(*[fields[k] for k in self._feed_keys])[0], np.float32)
