@@ -26,6 +26,7 @@ setup(
         "console_scripts": [
             "trainer-learn=trainers.learn:main",
             "trainer-demo=trainers.demo_cli:main",
+            "trainer-export=trainers.export_cli:main",
         ]
     },
 )

@@ -86,7 +86,7 @@ class TrainerController:
             s = trainer.settings
             state = BehaviorState(
                 trainer,
-                AgentProcessor(trainer.spec, s.time_horizon),
+                AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
                 os.path.join(run_dir, name),
             )
@@ -136,14 +136,10 @@ class TrainerController:
             decisions: List[DecisionSteps] = []
             for env_step in steps:
                 decision, terminal = env_step.steps[name]
-                if self.training:
-                    trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
-                    trajectories += b.processor.add_decision(env_step.worker_id, decision)
-                    for traj in trajectories:
-                        b.trainer.process_trajectory(traj)
-                else:
-                    _, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
-                    b.processor.add_decision(env_step.worker_id, decision)
+                trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                trajectories += b.processor.add_decision(env_step.worker_id, decision)
+                for traj in trajectories:
+                    b.trainer.process_trajectory(traj)
                 b.trainer.record_episodes(episodes)
                 decisions.append(decision)
             self.timers.trajectories += time.perf_counter() - t
@@ -166,7 +162,7 @@ class TrainerController:
                 rows = slice(offset, offset + n)
                 offset += n
                 actions[env_step.worker_id][name] = ActionTuple(info.env_continuous[rows], info.discrete[rows])
-                if self.training and n:
+                if n:
                     b.processor.add_actions(
                         env_step.worker_id,
                         decision,
@@ -211,6 +207,10 @@ class TrainerController:
         dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
         for old in dropped:
             trainer.delete_checkpoint(old.file_path)
+            for ext in ("pb", "onnx"):
+                exported = os.path.join(b.checkpoint_dir, f"{name}-{old.steps}.{ext}")
+                if os.path.exists(exported):
+                    os.remove(exported)
         self.status.set_step(name, trainer.step)
         self._save_status()
         return entry

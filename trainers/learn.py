@@ -16,6 +16,8 @@ Options:
   --force                     Overwrite an existing run <run-id>.
   --initialize-from=<run-id>  Start from the weights of another run's last checkpoint.
   --inference                 Run the policy without training (deterministic actions).
+  --model=<file-or-dir>       With --inference: play an exported <Behavior>.onnx (or a directory of them)
+                              with onnxruntime instead of a checkpoint.
   --max-steps=<n>             Override max_steps of every behavior (quick runs).
   --num-gpus=<n>              Train on the first n GPUs as towers (0: CPU).
   --devices=<list>            Explicit tower devices, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1.
@@ -31,7 +33,7 @@ import random
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from docopt import DocoptExit, docopt
 
@@ -103,7 +105,44 @@ def _latest_checkpoint(run_dir: str, behavior: str, status: Any) -> Optional[str
     return None
 
 
-def run_training(options: Any, cpu: bool = False) -> int:
+def _export_formats() -> tuple:
+    """pb always; onnx when tf2onnx is installed (the ``export`` extra)."""
+    try:
+        import tf2onnx  # noqa: F401
+    except ImportError:
+        print("[WARNING] tf2onnx is not installed (pip install trainer-learn[export]): writing .pb models only", flush=True)
+        return ("pb",)
+    return ("pb", "onnx")
+
+
+def export_hook(formats: tuple) -> Callable[[Any, str], None]:
+    """Exports ``<Behavior>.pb/.onnx`` and ``<Behavior>-<step>.*`` beside each checkpoint.
+
+    The export verifies itself against the live graph; a mismatch is an ExportError (the
+    checkpoint is already saved when it is raised).
+    """
+
+    def hook(trainer: Any, prefix: str) -> None:
+        from trainers.export import export_policy
+
+        export_policy(trainer.policy, os.path.dirname(prefix), step=trainer.step, formats=formats)
+
+    return hook
+
+
+def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behaviors: int) -> None:
+    from trainers.onnx_policy import OnnxPolicy
+
+    if model.endswith(".onnx") and num_behaviors > 1:
+        raise ConfigError(
+            f"--model={model}: one file for {num_behaviors} behaviors; give a directory of <Behavior>.onnx files"
+        )
+    path = model if model.endswith(".onnx") else os.path.join(model, f"{name}.onnx")
+    trainer.policy.session.close()
+    trainer.policy = OnnxPolicy(path, spec)
+
+
+def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
     """Builds envs, trainers and the controller from resolved options; returns exit code."""
     from envs.env_manager import make_env_manager
     from trainers.controller import TrainerController
@@ -162,7 +201,9 @@ def run_training(options: Any, cpu: bool = False) -> int:
             reporters[name] = StatsReporter(name, writers)
             trainer = PPOTrainer(name, spec, settings, reporters[name], seed, devices, cpu)
             trainers[name] = trainer
-            if ckpt.resume or ckpt.inference:
+            if model is not None:
+                _load_onnx_policy(trainer, model, name, spec, len(specs))
+            elif ckpt.resume or ckpt.inference:
                 prefix = _latest_checkpoint(run_dir, name, status)
                 if prefix is not None:
                     trainer.load(prefix)
@@ -179,7 +220,13 @@ def run_training(options: Any, cpu: bool = False) -> int:
                 trainer.step = 0
             reporters[name].add_property("hyperparameters", options.behavior_settings(name))
         controller = TrainerController(
-            env, trainers, reporters, run_dir, status, training=not ckpt.inference
+            env,
+            trainers,
+            reporters,
+            run_dir,
+            status,
+            training=not ckpt.inference,
+            on_checkpoint=None if ckpt.inference else export_hook(_export_formats()),
         )
         controller.run()
     finally:
@@ -204,8 +251,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from trainers.settings import load_settings
 
         overrides = parse_overrides(args)
+        model = args.get("--model")
+        if model is not None and not args.get("--inference"):
+            raise ConfigError("--model: only with --inference (it plays an exported model without training)")
         options = load_settings(args["<config>"], overrides)
-        return run_training(options, cpu=bool(args.get("--cpu")))
+        return run_training(options, cpu=bool(args.get("--cpu")), model=model)
     except (TrainerError, EnvError) as exc:
         if debug:
             raise

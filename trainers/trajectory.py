@@ -80,9 +80,11 @@ class EpisodeEnd:
 class AgentProcessor:
     """Builds trajectories of one behavior for every agent of every worker."""
 
-    def __init__(self, spec: BehaviorSpec, time_horizon: int) -> None:
+    def __init__(self, spec: BehaviorSpec, time_horizon: int, record: bool = True) -> None:
+        """``record=False`` (inference): only episode returns and lengths are tracked."""
         self.spec = spec
         self.time_horizon = time_horizon
+        self.record = record
         self._agents: Dict[AgentKey, _AgentRecord] = {}
 
     def _emit(self, key: AgentKey, rec: _AgentRecord, next_obs: Sequence[np.ndarray], done: bool, interrupted: bool) -> Trajectory:
@@ -111,11 +113,12 @@ class AgentProcessor:
             if rec is None or not rec.pending:
                 continue
             reward = float(terminal.reward[j])
-            rec.rewards.append(reward)
             rec.episode_reward += reward
             rec.episode_length += 1
-            obs = [o[j] for o in terminal.obs]
-            trajectories.append(self._emit(key, rec, obs, True, bool(terminal.interrupted[j])))
+            if self.record:
+                rec.rewards.append(reward)
+                obs = [o[j] for o in terminal.obs]
+                trajectories.append(self._emit(key, rec, obs, True, bool(terminal.interrupted[j])))
             episodes.append(EpisodeEnd(key, rec.episode_reward, rec.episode_length))
         return trajectories, episodes
 
@@ -130,10 +133,12 @@ class AgentProcessor:
                 self._agents[key] = _AgentRecord()
                 continue
             if rec.pending:
-                rec.rewards.append(rewards[j])
                 rec.episode_reward += rewards[j]
                 rec.episode_length += 1
                 rec.pending = False
+                if not self.record:
+                    continue
+                rec.rewards.append(rewards[j])
                 if len(rec.rewards) >= self.time_horizon:
                     obs = [o[j] for o in decision.obs]
                     trajectories.append(self._emit(key, rec, obs, False, False))
@@ -152,7 +157,12 @@ class AgentProcessor:
         """Records the action each agent of ``decision`` took (rows of the arrays).
 
         ``obs`` must be arrays the env will not overwrite (the caller copies once per step).
+        Without ``record`` only the fact that each agent acted is kept.
         """
+        if not self.record:
+            for agent_id in decision.agent_id.tolist():
+                self._agents[(worker, agent_id)].pending = True
+            return
         has_c = continuous.shape[1] > 0
         has_d = discrete.shape[1] > 0
         for j, agent_id in enumerate(decision.agent_id.tolist()):

@@ -146,3 +146,30 @@ def test_corrupt_checkpoint_is_one_clear_line(run_cli):
     assert "Traceback" not in err
     index = run_cli.results / "corrupt" / "Simple" / "checkpoint-200.index"
     assert index.exists()  # nothing already saved was deleted
+
+
+def inference_reward(out: str) -> float:
+    lines = [l for l in out.splitlines() if "Mean Reward" in l and "Not Training." in l]
+    assert lines, out
+    return float(lines[-1].split("Mean Reward: ")[1].split(". ")[0])
+
+
+def test_exported_model_plays_like_the_trained_policy(run_cli):
+    code, out, err = run_cli(SIMPLE, "--run-id=export")
+    assert code == 0, err
+    behavior_dir = run_cli.results / "export" / "Simple"
+    files = set(os.listdir(behavior_dir))
+    assert {"Simple.onnx", "Simple.pb", "Simple-3000.onnx", "Simple-3000.pb", "Simple-1000.onnx"} <= files
+    code, out_ckpt, err = run_cli(SIMPLE, "--run-id=export", "--inference", "--max-steps=500")
+    assert code == 0, err
+    code, out_onnx, err = run_cli(
+        SIMPLE, "--run-id=export", "--inference", "--max-steps=500", f"--model={behavior_dir / 'Simple.onnx'}"
+    )
+    assert code == 0, err
+    reward_ckpt, reward_onnx = inference_reward(out_ckpt), inference_reward(out_onnx)
+    assert reward_ckpt > 0.9
+    assert reward_onnx == pytest.approx(reward_ckpt, abs=1e-3)
+    code, _, err = run_cli(SIMPLE, "--run-id=export", "--model=x.onnx")
+    assert code == 1 and "--inference" in last_line(err)
+    code, _, err = run_cli(SIMPLE, "--run-id=export", "--inference", f"--model={behavior_dir / 'nope.onnx'}")
+    assert code == 1 and "nope.onnx" in last_line(err)
