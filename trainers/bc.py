@@ -27,7 +27,7 @@ import numpy as np
 from trainers.policy import POLICY_SCOPE, Policy, build_actor
 from trainers.reward_signals._features import action_placeholders, obs_placeholders
 from trainers.reward_signals.gail import ExpertData, load_expert_data
-from trainers.settings import BehavioralCloningSettings, PPOSettings
+from trainers.settings import BehavioralCloningSettings
 from trainers.tf import tf
 from trainers.tf.distributions import CONTINUOUS_CLIP
 from trainers.tf.session import FastCallable
@@ -41,7 +41,8 @@ class BCModule:
     Args:
         policy: the actor to train (its graph must not be finalised yet).
         settings: the ``behavioral_cloning`` section.
-        hyperparameters: the trainer's; default batch size, epochs and learning rate.
+        learning_rate: the trainer's initial learning rate (scaled by ``strength``).
+        batch_size, num_epoch: the trainer's, used where ``settings`` leaves them None.
         seed: seeds the choice and order of demo rows.
     """
 
@@ -49,16 +50,18 @@ class BCModule:
         self,
         policy: Policy,
         settings: BehavioralCloningSettings,
-        hyperparameters: PPOSettings,
+        learning_rate: float,
+        batch_size: int,
+        num_epoch: int,
         seed: int = 0,
     ) -> None:
         self.policy = policy
         self.settings = settings
         spec = policy.spec
         self.expert: ExpertData = load_expert_data(settings.demo_path, policy.behavior_name, spec)
-        self.batch_size = settings.batch_size or hyperparameters.batch_size
-        self.num_epoch = settings.num_epoch or hyperparameters.num_epoch
-        self.initial_learning_rate = hyperparameters.learning_rate * settings.strength
+        self.batch_size = settings.batch_size or batch_size
+        self.num_epoch = settings.num_epoch or num_epoch
+        self.initial_learning_rate = learning_rate * settings.strength
         self._rng = np.random.default_rng(seed)
         self.update_runs = 0  # BC sess.runs (tests count them)
         action_spec = spec.action_spec

@@ -4,14 +4,16 @@ Usage:
   trainer-demo info <file> [--json]
   trainer-demo record <config> --out=<file> [--env=<id>] [--steps=<n>] [--seed=<n>]
                       [--behavior=<name>] [--agents=<n>] [--name=<name>] [--run-id=<id>]
+                      [--results-dir=<dir>]
   trainer-demo (-h | --help)
   trainer-demo --version
 
 Commands:
   info      Print a demonstration's name, steps, episodes, mean reward, behavior spec
             and record format (<file> may be a directory of .demo files).
-  record    Record the scripted expert of a built-in environment into a .demo file
-            (ML-Agents 2.0 format, readable by Unity's tools and by trainer-learn).
+  record    Record the scripted expert of a built-in environment, or a trained run's
+            policy (--run-id), into a .demo file (ML-Agents 2.0 format, readable by
+            Unity's tools and by trainer-learn).
 
 Options:
   --json              Print `info` as one JSON object.
@@ -23,7 +25,9 @@ Options:
   --behavior=<name>   The behavior to record when the env has several.
   --agents=<n>        Agents per behavior [default: 1].
   --name=<name>       Demonstration name in the file (default: the output file's stem).
-  --run-id=<id>       Record a trained run's policy instead of the expert (not yet).
+  --run-id=<id>       Record a trained run's policy (its latest checkpoint, deterministic
+                      actions) instead of the scripted expert.
+  --results-dir=<dir>  Where the run lives [default: results].
   -h --help           Show this help.
   --version           Show the version.
 
@@ -35,7 +39,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import yaml
@@ -46,6 +50,7 @@ from envs.demo import DemoWriter, format_action_spec, load_demonstration
 from envs.exceptions import DemoError, EnvError
 
 from trainers import __version__
+from trainers.exceptions import TrainerError
 
 PROG = "trainer-demo"
 
@@ -61,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args["info"]:
             return _info(args["<file>"], as_json=bool(args["--json"]))
         return _record(args)
-    except (DemoError, EnvError, _UsageError, OSError, yaml.YAMLError) as e:
+    except (DemoError, EnvError, TrainerError, _UsageError, OSError, yaml.YAMLError) as e:
         message = " ".join(str(e).split()) or type(e).__name__
         if isinstance(e, OSError) and not isinstance(e, (DemoError, EnvError)):
             message = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else message
@@ -158,12 +163,37 @@ def _env_settings(config_path: str) -> Dict[str, Any]:
     return {"env_path": settings.get("env_path"), "env_args": env_args, "seed": settings.get("seed")}
 
 
+def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tuple[Callable, Callable]:
+    """(action function, close) playing a trained run's latest checkpoint deterministically."""
+    import os
+
+    from envs.base_env import ActionTuple
+    from trainers.export_cli import latest_checkpoints, restore_policy
+    from trainers.settings import load_settings
+
+    config = os.path.join(run_dir, "configuration.yaml")
+    if not os.path.isfile(config):
+        raise _UsageError(f"--run-id: {run_dir} is not a run directory (no configuration.yaml)")
+    options = load_settings(config)
+    target = latest_checkpoints(run_dir, behavior)[0]
+    policy = restore_policy(behavior, spec, options.behavior_settings(behavior), target.prefix, seed)
+    branches = spec.action_spec.discrete_branches
+
+    def act(name: str, decision: Any) -> ActionTuple:
+        masks = None
+        if branches:
+            masks = (
+                np.ones((len(decision), sum(branches)), np.float32)
+                if decision.action_mask is None
+                else 1.0 - np.concatenate(decision.action_mask, axis=1).astype(np.float32)
+            )
+        info = policy.act(decision.obs, masks, deterministic=True)
+        return ActionTuple(info.env_continuous, info.discrete)
+
+    return act, policy.session.close
+
+
 def _record(args: Mapping[str, Any]) -> int:
-    if args.get("--run-id"):
-        raise _UsageError(
-            "--run-id: recording a trained run's policy is not supported yet; "
-            "use --env=builtin:<Name> to record the built-in scripted expert"
-        )
     settings = _env_settings(args["<config>"])
     env_id = args.get("--env") or settings["env_path"]
     if not env_id:
@@ -180,16 +210,25 @@ def _record(args: Mapping[str, Any]) -> int:
     from envs.registry import make_env  # builds nothing TensorFlow; imported late for `info`
 
     env = make_env(str(env_id), settings["env_args"], seed, agents)
+    close_actor: Callable[[], None] = lambda: None
     try:
-        if not hasattr(env, "expert_action"):
-            raise EnvError(f"{env_id}: this environment has no scripted expert to record")
         behavior = _pick_behavior(list(env.behavior_specs), args.get("--behavior"), str(env_id))
+        if args.get("--run-id"):
+            import os
+
+            run_dir = os.path.join(args.get("--results-dir") or "results", args["--run-id"])
+            act, close_actor = _run_policy_actor(run_dir, behavior, env.behavior_specs[behavior], seed)
+        elif hasattr(env, "expert_action"):
+            act = env.expert_action
+        else:
+            raise EnvError(f"{env_id}: this environment has no scripted expert to record; record a trained run with --run-id")
         writer = DemoWriter(out, name, behavior, env.behavior_specs[behavior])
         try:
-            _record_loop(env, behavior, writer, int(steps or 0))
+            _record_loop(env, behavior, writer, int(steps or 0), act)
         finally:
             writer.close()
     finally:
+        close_actor()
         env.close()
     print(
         f"Recorded {writer.steps} steps, {writer.episodes} episodes (mean reward {writer.mean_reward:.4f}) "
@@ -208,8 +247,8 @@ def _pick_behavior(names: List[str], wanted: Optional[str], env_id: str) -> str:
     return names[0]
 
 
-def _record_loop(env: Any, behavior: str, writer: DemoWriter, steps: int) -> None:
-    """Step ``env`` with its expert until ``steps`` records are written.
+def _record_loop(env: Any, behavior: str, writer: DemoWriter, steps: int, act: Callable) -> None:
+    """Step ``env`` with ``act(behavior, decision_steps)`` until ``steps`` records are written.
 
     Terminal agents are written first (their final observation, ``done``), then the
     agents that decide this step with the expert's action.
@@ -234,7 +273,7 @@ def _record_loop(env: Any, behavior: str, writer: DemoWriter, steps: int) -> Non
         if len(decision) == 0:
             env.step()
             continue
-        action = env.expert_action(behavior, decision)
+        action = act(behavior, decision)
         for i in range(len(decision)):
             if writer.steps >= steps:
                 return

@@ -59,7 +59,7 @@ def _resolve_prefix(run_dir: str, behavior: str, file_path: str) -> str:
     return os.path.join(run_dir, behavior, os.path.basename(file_path))
 
 
-def _targets_from_run(run_dir: str, behavior: Optional[str]) -> List[Target]:
+def latest_checkpoints(run_dir: str, behavior: Optional[str]) -> List[Target]:
     from trainers.stats import TrainingStatus
 
     status_path = os.path.join(run_dir, "run_logs", "training_status.json")
@@ -96,7 +96,7 @@ def _locate(path: str, behavior: Optional[str]) -> Tuple[str, List[Target]]:
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, "configuration.yaml")):
             raise CheckpointError(f"{path}: not a run directory (no configuration.yaml)")
-        return path, _targets_from_run(path, behavior)
+        return path, latest_checkpoints(path, behavior)
     prefix = _CHECKPOINT_SUFFIX.sub("", path)
     if not glob.glob(prefix + ".index"):
         raise CheckpointError(f"{path}: no such run directory or checkpoint")
@@ -162,7 +162,7 @@ def _spec_from_env(options, wanted: Sequence[str]):
     return specs
 
 
-def _restore_policy(name: str, spec, settings, prefix: str, seed: int):
+def restore_policy(name: str, spec, settings, prefix: str, seed: int):
     """The actor alone (no optimizer, no reward signals), restored from a trainer checkpoint."""
     from trainers.policy import Policy
     from trainers.tf import tf
@@ -196,7 +196,7 @@ def run(args: Dict) -> int:
     specs = _spec_from_env(options, [t.behavior for t in targets])
     seed = max(options.env_settings.seed, 0)
     for t in targets:
-        policy = _restore_policy(t.behavior, specs[t.behavior], options.behavior_settings(t.behavior), t.prefix, seed)
+        policy = restore_policy(t.behavior, specs[t.behavior], options.behavior_settings(t.behavior), t.prefix, seed)
         try:
             step = t.step if t.step is not None else policy.get_step()
             result = export_policy(

@@ -49,11 +49,12 @@ def test_info_errors_are_one_line(capsys, tmp_path):
     assert code == 1 and "bad.demo: byte 0: truncated" in err and "Traceback" not in err
 
 
-def test_record_run_id_is_not_supported_yet(capsys, tmp_path):
+def test_record_run_id_of_a_missing_run_is_one_line(capsys, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("env_settings: {env_path: builtin:Simple}\n")
-    code, _, err = _run(capsys, ["record", str(cfg), "--out", str(tmp_path / "x.demo"), "--run-id=run1"])
-    assert code == 1 and "--run-id" in err and "not supported yet" in err
+    code, _, err = _run(capsys, ["record", str(cfg), "--out", str(tmp_path / "x.demo"), "--run-id=run1",
+                                 f"--results-dir={tmp_path}"])
+    assert code == 1 and "run1" in err and "not a run directory" in err and err.count("\n") == 1
     assert not (tmp_path / "x.demo").exists()
 
 

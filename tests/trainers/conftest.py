@@ -1,42 +1,7 @@
-"""Helpers shared by the trainer tests: small trainers and in-process CLI runs."""
+"""Fixtures shared by the trainer tests."""
 from __future__ import annotations
 
-import os
-from typing import List, Sequence
-
-import numpy as np
 import pytest
-
-from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
-from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
-
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "config")
-
-
-def make_spec(continuous: int = 0, branches: Sequence[int] = (), vector: int = 3, visual=None) -> BehaviorSpec:
-    obs = [ObservationSpec((vector,), "vector", ObservationKind.VECTOR)]
-    if visual is not None:
-        obs.append(ObservationSpec(visual, "camera", ObservationKind.VISUAL))
-    return BehaviorSpec(tuple(obs), ActionSpec(continuous, tuple(branches)))
-
-
-def small_settings(**hyper) -> TrainerSettings:
-    hp = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=2)
-    hp.update(hyper)
-    return TrainerSettings(
-        hyperparameters=PPOSettings(**hp),
-        network_settings=NetworkSettings(hidden_units=16, num_layers=1, vis_encode_type="simple"),
-        max_steps=1000,
-    )
-
-
-def random_obs(spec: BehaviorSpec, n: int, rng: np.random.Generator) -> List[np.ndarray]:
-    return [rng.uniform(-1, 1, size=(n,) + o.shape).astype(np.float32) if o.kind == ObservationKind.VECTOR
-            else rng.uniform(0, 1, size=(n,) + o.shape).astype(np.float32) for o in spec.observation_specs]
-
-
-def config_path(name: str) -> str:
-    return os.path.join(CONFIG_DIR, "ppo", name)
 
 
 @pytest.fixture

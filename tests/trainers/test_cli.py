@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import yaml
-from conftest import config_path
+from trainer_test_utils import config_path
 
 from trainers.settings import load_settings
 
@@ -173,3 +173,20 @@ def test_exported_model_plays_like_the_trained_policy(run_cli):
     assert code == 1 and "--inference" in last_line(err)
     code, _, err = run_cli(SIMPLE, "--run-id=export", "--inference", f"--model={behavior_dir / 'nope.onnx'}")
     assert code == 1 and "nope.onnx" in last_line(err)
+
+
+def test_record_demo_from_a_trained_run(run_cli, tmp_path):
+    from envs.demo import load_demonstration
+    from trainers.demo_cli import main as demo_main
+
+    code, _, err = run_cli(SIMPLE, "--run-id=rec")
+    assert code == 0, err
+    out = tmp_path / "rec.demo"
+    code = demo_main(["record", SIMPLE, f"--out={out}", "--steps=60", "--run-id=rec",
+                      f"--results-dir={run_cli.results}"])
+    assert code == 0
+    demo = load_demonstration(str(out))
+    assert demo.info.number_steps == 60 and demo.episode_count >= 10
+    assert demo.mean_return > 0.9  # the trained policy plays (nearly) optimally
+    code = demo_main(["record", SIMPLE, f"--out={out}", "--run-id=nope", f"--results-dir={run_cli.results}"])
+    assert code == 1

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make_spec, random_obs, small_settings
+from trainer_test_utils import make_spec, random_obs, small_settings
 
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import StatsReporter

@@ -5,7 +5,7 @@ import csv
 import os
 
 import pytest
-from conftest import config_path
+from trainer_test_utils import config_path
 
 
 def reward_rows(results, run_id: str, behavior: str = "Simple"):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import make_spec, random_obs, small_settings
+from trainer_test_utils import make_spec, random_obs, small_settings
 
 from envs.demo import DemoWriter
 from envs.exceptions import DemoError
@@ -228,8 +228,10 @@ def test_update_is_one_run_per_minibatch_and_trains_every_network(vail_trainer):
 
 
 def test_two_towers_give_the_same_curiosity_losses(demo_path):
-    """Curiosity is deterministic: one tower and two (uneven) towers average the same."""
-    signals = {"extrinsic": ExtrinsicSettings(), "curiosity": CuriositySettings(encoding_size=8)}
+    """Curiosity is deterministic: one tower and two (uneven) towers average the same; GAIL
+    (VAIL) samples, so on two towers its statistics are only checked to be finite."""
+    signals = {"extrinsic": ExtrinsicSettings(), "curiosity": CuriositySettings(encoding_size=8),
+               "gail": GAILSettings(demo_path=demo_path, encoding_size=8, use_actions=True, use_vail=True)}
     one = make_trainer(signals, seed=3)
     settings = replace(small_settings(), reward_signals=signals)
     two = PPOTrainer("B", SPEC, settings, StatsReporter("B", []), 3, ("/cpu:0", "/cpu:1"))
@@ -237,6 +239,8 @@ def test_two_towers_give_the_same_curiosity_losses(demo_path):
     s1, s2 = run_update(one, mb), run_update(two, mb)
     for key in ("curiosity/forward_loss", "curiosity/inverse_loss", "curiosity/loss"):
         assert s2[key] == pytest.approx(s1[key], rel=1e-5)
+    assert all(np.isfinite(v) for k, v in s2.items() if k.startswith("gail/"))
+    assert s2["gail/beta"] == pytest.approx(1.0)
     one.close()
     two.close()
 

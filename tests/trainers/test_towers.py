@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import config_path, make_spec, random_obs, small_settings
+from trainer_test_utils import config_path, make_spec, random_obs, small_settings
 
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import StatsReporter

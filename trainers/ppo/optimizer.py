@@ -102,6 +102,10 @@ class PPOOptimizer:
             batch = {**self.placeholders, **self.signal_placeholders}
             self.towers: TowerGraph = build_towers(self._build_tower, batch, groups, self.devices)
             post_ops = []
+            # Per group: the ops one group's update needs (for the separate-runs benchmark).
+            self._group_targets: Dict[str, List[tf.Operation]] = {
+                name: [op] for name, op in self.towers.apply_ops.items()
+            }
             for sig in self.signals.values():
                 if sig.name not in self._signal_groups:
                     continue
@@ -110,9 +114,11 @@ class PPOOptimizer:
                 op = sig.build_post_apply(self.towers.apply_ops[self._signal_groups[sig.name]], own)
                 if op is not None:
                     post_ops.append(op)
+                    self._group_targets[self._signal_groups[sig.name]].append(op)
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
                 step_update = tf.assign(policy.global_step, self.current_step)
             self._update_op = tf.group(step_update, *self.towers.apply_ops.values(), *post_ops)
+            self._group_targets["ppo"].append(step_update)
             self._stat_names = sorted(self.towers.stats)
             self._stat_names.extend(["learning_rate", "beta", "epsilon"])
             self._stat_tensors = [self.towers.stats[n] for n in sorted(self.towers.stats)] + [
@@ -225,6 +231,41 @@ class PPOOptimizer:
         out = self._values_fn(*obs)
         return {s: v for s, v in zip(self.signals, out)}
 
+    def _feeds(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict) -> List[object]:
+        feeds: List[object] = [minibatch[k] for k in self.placeholders]
+        for key, ph in self.signal_placeholders.items():
+            if ph not in extra_feed:
+                raise KeyError(f"no feed for reward-signal placeholder {key!r}")
+            feeds.append(extra_feed[ph])
+        feeds.append(step)
+        return feeds
+
+    def update_separately(
+        self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict
+    ) -> Dict[str, float]:
+        """The upstream-style update, for benchmarks only: one ``sess.run`` per network
+        (policy+critic, then each reward signal), each recomputing what it needs. The
+        weights end the same as with ``update`` (each group's gradients come from the
+        same pre-update weights, since no group reads another's variables)."""
+        if not hasattr(self, "_separate_fns"):
+            owner = {group: sig for sig, group in self._signal_groups.items()}
+            self._separate_fns = []
+            for group, targets in self._group_targets.items():
+                # Each run fetches only its own network's statistics.
+                names = [
+                    n for n in self._stat_names
+                    if (n.startswith(owner[group] + "/") if group in owner else "/" not in n)
+                ]
+                tensors = [self._stat_tensors[self._stat_names.index(n)] for n in names]
+                fn = FastCallable(self.policy.session, tensors, self._feed_list, targets)
+                self._separate_fns.append((names, fn))
+        feeds = self._feeds(minibatch, step, extra_feed)
+        stats: Dict[str, float] = {}
+        for names, fn in self._separate_fns:
+            stats.update((n, float(v)) for n, v in zip(names, fn(*feeds)))
+        self.update_runs += len(self._separate_fns)
+        return stats
+
     def update(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict) -> Dict[str, float]:
         """**One** ``sess.run``: applies every group's averaged gradients; returns stats.
 
@@ -237,13 +278,7 @@ class PPOOptimizer:
             self._update_fn = FastCallable(
                 self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op]
             )
-        feeds = [minibatch[k] for k in self.placeholders]
-        for key, ph in self.signal_placeholders.items():
-            if ph not in extra_feed:
-                raise KeyError(f"no feed for reward-signal placeholder {key!r}")
-            feeds.append(extra_feed[ph])
-        feeds.append(step)
-        out = self._update_fn(*feeds)
+        out = self._update_fn(*self._feeds(minibatch, step, extra_feed))
         self.update_runs += 1
         return {name: float(v) for name, v in zip(self._stat_names, out)}
 

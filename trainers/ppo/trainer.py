@@ -21,7 +21,7 @@ from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
 from trainers.reward_signals.base import FeedDict
 from trainers.reward_signals.factory import create_reward_signals
-from trainers.settings import TrainerSettings
+from trainers.settings import PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.trajectory import AgentKey, EpisodeEnd, Trajectory
@@ -64,7 +64,11 @@ class PPOTrainer:
         # Behavioral cloning: built now, in the policy graph, before the graph is finalised.
         self.bc: Optional[BCModule] = None
         if settings.behavioral_cloning is not None:
-            self.bc = BCModule(self.policy, settings.behavioral_cloning, settings.hyperparameters, seed)
+            hp = settings.hyperparameters
+            assert isinstance(hp, PPOSettings)
+            self.bc = BCModule(
+                self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, hp.num_epoch, seed
+            )
         with self.policy.graph.as_default():
             self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
             self._init_op = tf.global_variables_initializer()

@@ -120,6 +120,7 @@ class CuriosityRewardSignal(RewardSignal):
                     target = actions[:, : action_spec.continuous_size]
                     inverse_error += tf.reduce_sum(tf.square(predicted - target), axis=1)
                 if action_spec.is_discrete:
+                    assert discrete is not None
                     for i, size in enumerate(action_spec.discrete_branches):
                         logits = dense(hidden, size, f"branch_{i}")
                         inverse_error += tf.nn.sparse_softmax_cross_entropy_with_logits(

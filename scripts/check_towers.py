@@ -1,0 +1,172 @@
+"""Checks that N towers give the same update as 1 tower, and that towers run on their devices.
+
+Builds the full update graph (PPO + curiosity + GAIL, optionally VAIL) once with one tower
+and once with N towers, loads the same weights into both, runs one update on the same
+minibatch, and prints the largest difference of every weight and statistic (relative to
+the largest value of the same network) and the devices each tower's ops ran on. Exits 1
+above the tolerance.
+
+    python scripts/check_towers.py [--devices=/cpu:0,/cpu:1] [--rows=96] [--vail] [--tolerance=1e-5]
+
+On a GPU machine: ``--devices=/gpu:0,/gpu:1`` (the reference tower uses the first device).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO = os.path.join(ROOT, "config", "demos", "SimpleDiscrete.demo")
+
+
+def build(devices: Tuple[str, ...], vail: bool):
+    from envs.demo import load_demonstration
+    from trainers.ppo.trainer import PPOTrainer
+    from trainers.settings import (
+        CuriositySettings,
+        ExtrinsicSettings,
+        GAILSettings,
+        NetworkSettings,
+        PPOSettings,
+        TrainerSettings,
+    )
+    from trainers.stats import StatsReporter
+
+    spec = load_demonstration(DEMO).behavior_spec
+    settings = TrainerSettings(
+        hyperparameters=PPOSettings(batch_size=64, buffer_size=256),
+        network_settings=NetworkSettings(hidden_units=32, num_layers=2),
+        reward_signals={
+            "extrinsic": ExtrinsicSettings(),
+            "curiosity": CuriositySettings(strength=0.1, encoding_size=16),
+            "gail": GAILSettings(demo_path=DEMO, encoding_size=32, use_actions=True, use_vail=vail),
+        },
+    )
+    return spec, PPOTrainer("Simple", spec, settings, StatsReporter("Simple", []), 0, devices)
+
+
+def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
+    """A value of the right shape and dtype for every update placeholder."""
+    spec = trainer.spec
+    mb: Dict[str, np.ndarray] = {}
+    for key, ph in trainer.optimizer.placeholders.items():
+        shape = (rows,) + tuple(int(d) for d in ph.shape[1:])
+        if key == "discrete_action":
+            mb[key] = np.stack([rng.integers(0, b, rows) for b in spec.action_spec.discrete_branches], 1).astype(np.int32)
+        elif key in ("masks", "action_mask"):
+            mb[key] = np.ones(shape, np.float32)
+        elif key == "done":
+            mb[key] = (rng.uniform(size=shape) < 0.2).astype(np.float32)
+        else:
+            mb[key] = rng.normal(size=shape).astype(np.float32)
+    return mb
+
+
+def run_update(trainer, mb, trace: bool):
+    from trainers.tf import tf
+
+    feed: Dict = {}
+    for signal in trainer.signals.values():
+        feed.update(signal.prepare_update(mb, rows_of(mb)))
+    opt = trainer.optimizer
+    if not trace:
+        return opt.update(mb, 1, feed), None
+    full = {opt.placeholders[k]: v for k, v in mb.items()}
+    full.update(feed)
+    full[opt.current_step] = 1
+    meta = tf.RunMetadata()
+    values = trainer.policy.session.run(
+        dict(zip(opt._stat_names, opt._stat_tensors)),
+        full,
+        options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE),
+        run_metadata=meta,
+    )
+    trainer.policy.session.run(opt._update_op, full)
+    return {k: float(v) for k, v in values.items()}, meta
+
+
+def rows_of(mb: Dict[str, np.ndarray]) -> int:
+    return len(mb["masks"])
+
+
+def tower_devices(meta, graph) -> Dict[str, List[str]]:
+    placed = defaultdict(set)
+    for dev in meta.step_stats.dev_stats:
+        for node in dev.node_stats:
+            tower = node.node_name.split("/")[0]
+            if not tower.startswith("tower_") or tower == "tower_average":
+                continue
+            try:
+                if graph.get_operation_by_name(node.node_name).type == "ReadVariableOp":
+                    continue  # reads happen where the variable lives
+            except KeyError:
+                pass
+            placed[tower].add(dev.device.split("device:")[-1])
+    return {k: sorted(v) for k, v in sorted(placed.items())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", default="/cpu:0,/cpu:1")
+    parser.add_argument("--rows", type=int, default=96)
+    parser.add_argument("--vail", action="store_true")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    args = parser.parse_args()
+    devices = tuple(d.strip() for d in args.devices.split(","))
+    rng = np.random.default_rng(0)
+
+    _, one = build(devices[:1], args.vail)
+    prefix = one.save(tempfile.mkdtemp(prefix="check_towers_"))
+    mb = random_minibatch(one, args.rows, rng)
+    variables = one.policy.graph.get_collection("variables")
+    stats_one, _ = run_update(one, mb, trace=False)
+    weights_one = dict(zip([v.op.name for v in variables], one.policy.session.run(variables)))
+    one.close()
+
+    _, many = build(devices, args.vail)
+    many.load(prefix)
+    stats_many, meta = run_update(many, mb, trace=True)
+    variables = many.policy.graph.get_collection("variables")
+    weights_many = dict(zip([v.op.name for v in variables], many.policy.session.run(variables)))
+    placement = tower_devices(meta, many.policy.graph)
+    many.close()
+
+    worst = 0.0
+    by_network: Dict[str, float] = defaultdict(float)
+    scale: Dict[str, float] = defaultdict(lambda: 1e-12)
+    for name, value in weights_one.items():
+        net = name.split("/")[0]
+        scale[net] = max(scale[net], float(np.max(np.abs(value))) if np.size(value) else 0.0)
+    for name, value in weights_one.items():
+        net = name.split("/")[0]
+        diff = float(np.max(np.abs(np.asarray(value, np.float64) - weights_many[name]))) if np.size(value) else 0.0
+        by_network[net] = max(by_network[net], diff / scale[net])
+    print(f"1 tower on {devices[0]} vs {len(devices)} towers on {', '.join(devices)}; minibatch of {args.rows} rows")
+    print("weights after one update, max |diff| / max |weight| per network:")
+    for net, d in sorted(by_network.items()):
+        print(f"  {net:<28} {d:.2e}")
+        worst = max(worst, d)
+    print("statistics, |diff| / max(|value|, 1e-3):")
+    for key in sorted(stats_one):
+        d = abs(stats_one[key] - stats_many[key]) / max(abs(stats_one[key]), 1e-3)
+        worst = max(worst, d)
+        print(f"  {key:<28} {stats_one[key]: .6g} vs {stats_many[key]: .6g}  ({d:.1e})")
+    print("devices each tower's ops ran on:")
+    for tower, devs in placement.items():
+        print(f"  {tower}: {', '.join(devs)}")
+    ok_place = all(len(devs) == 1 and devs[0].lower() == devices[int(t.split('_')[1])].lstrip("/").lower()
+                   for t, devs in placement.items()) and len(placement) == len(devices)
+    ok = worst <= args.tolerance and ok_place
+    print(f"worst relative difference {worst:.2e} (tolerance {args.tolerance:.0e}); placement {'ok' if ok_place else 'WRONG'}")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
