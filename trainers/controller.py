@@ -94,6 +94,9 @@ class TrainerController:
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
             self.behaviors[name] = state
         self._stop_signal: Optional[int] = None
+        self._start = time.perf_counter()
+        # Seconds of earlier sessions of this run (resume), so elapsed time adds up.
+        self._elapsed_before = max((status.get_elapsed_seconds(n) for n in self.behaviors), default=0.0)
 
     # ----------------------------------------------------------------- loop
 
@@ -212,6 +215,7 @@ class TrainerController:
                 if os.path.exists(exported):
                     os.remove(exported)
         self.status.set_step(name, trainer.step)
+        self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
         self._save_status()
         return entry
 

@@ -190,8 +190,15 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                 )
         os.makedirs(run_dir, exist_ok=True)
         write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
-        start_time = time.time()
-        writers = [ConsoleWriter(start_time=start_time), TensorboardWriter(run_dir), CSVWriter(run_dir)]
+        resumed = ckpt.resume and bool(status.behaviors)
+        # A resumed run continues its clock and its TensorBoard curves from the checkpoint.
+        elapsed = max((status.get_elapsed_seconds(n) for n in status.behaviors), default=0.0) if resumed else 0.0
+        resume_step = min(status.get_step(n) for n in status.behaviors) if resumed else None
+        writers = [
+            ConsoleWriter(start_time=time.time() - elapsed),
+            TensorboardWriter(run_dir, resume_step=resume_step),
+            CSVWriter(run_dir),
+        ]
         for name, spec in specs.items():
             settings = options.behavior_settings(name)
             if settings.trainer_type != "ppo":

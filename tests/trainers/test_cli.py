@@ -190,3 +190,52 @@ def test_record_demo_from_a_trained_run(run_cli, tmp_path):
     assert demo.mean_return > 0.9  # the trained policy plays (nearly) optimally
     code = demo_main(["record", SIMPLE, f"--out={out}", "--run-id=nope", f"--results-dir={run_cli.results}"])
     assert code == 1
+
+
+def test_parallel_env_workers_train_and_a_dying_worker_saves_first(run_cli, tmp_path):
+    code, out, err = run_cli(SIMPLE, "--run-id=par", "--num-envs=2", "--max-steps=400")
+    assert code == 0, err
+    assert status(run_cli.results, "par")["step"] >= 400
+
+    cfg = yaml.safe_load(open(SIMPLE))
+    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
+                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
+                                        "exit_at_step": 300, "crash_seed": 11}}
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli(str(path), "--run-id=crash")
+    assert code == 1
+    line = last_line(err)
+    assert "worker 1" in line and "builtin:_Crash" in line
+    st = status(run_cli.results, "crash")
+    assert st["step"] >= 500 and st["final_checkpoint"] is not None  # saved before exiting
+    ckpt = os.path.basename(st["final_checkpoint"]["file_path"])
+    assert (run_cli.results / "crash" / "Simple" / f"{ckpt}.index").exists()
+
+
+def test_console_script_saves_on_sigterm(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainers.learn", SIMPLE, "--run-id=sig", "--max-steps=10000000",
+         f"--results-dir={results}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.time() + 120
+        for line in proc.stdout:
+            if "Step: 1000." in line or time.time() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Interrupted by signal" in out
+    st = status(results, "sig")
+    assert st["step"] >= 1000 and st["final_checkpoint"]["steps"] == st["step"]
+    assert (results / "sig" / "Simple" / "Simple.onnx").exists()

@@ -60,6 +60,19 @@ def test_gail_and_bc_imitate_the_expert_without_extrinsic_reward(run_cli):
     assert "Policy/GAIL Beta" not in stats
 
 
+def test_gail_and_bc_imitate_continuous_actions(run_cli, tmp_path):
+    with open(config_path("Simple_gail.yaml"), encoding="utf-8") as f:
+        raw = yaml.safe_load(f)
+    demo = os.path.join(os.path.dirname(config_path("Simple_gail.yaml")), "..", "demos", "SimpleContinuous.demo")
+    behavior = raw["behaviors"]["Simple"]
+    behavior["reward_signals"]["gail"]["demo_path"] = behavior["behavioral_cloning"]["demo_path"] = demo
+    raw["env_settings"]["env_args"] = {"continuous": 1, "discrete": 0}
+    config = tmp_path / "Simple_gail_continuous.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    rewards = train(run_cli, str(config), "gail_continuous")[REWARD]
+    assert last_episodes_mean(rewards) > 0.9, rewards
+
+
 def test_vail_imitates_the_expert_without_extrinsic_reward(run_cli):
     config = config_path("Simple_vail.yaml")
     stats = train(run_cli, config, "vail")
