@@ -160,3 +160,19 @@ def test_bad_device_lists(run_cli):
         assert code == 1, err
         line = [l for l in err.splitlines() if l.startswith("trainer-learn")][0]
         assert devices in line and expected in line
+
+
+def test_full_update_with_every_reward_signal_matches_across_towers():
+    """PPO + curiosity + GAIL + VAIL: 1 tower vs 3 towers (uneven split), same weights after
+    one update to 1e-6 relative, and each tower's ops on its own device."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "check_towers.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--vail", "--devices=/cpu:0,/cpu:1,/cpu:2", "--rows=50", "--tolerance=1e-6"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout and "tower_2: CPU:2" in proc.stdout

@@ -59,7 +59,7 @@ class PPOTrainer:
         self.step = 0
         self.rng = np.random.default_rng(seed)
         self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
-        self.signals = create_reward_signals(settings.reward_signals, self.policy)
+        self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
         self.optimizer = PPOOptimizer(self.policy, settings, self.signals, devices)
         # Behavioral cloning: built now, in the policy graph, before the graph is finalised.
         self.bc: Optional[BCModule] = None

@@ -152,12 +152,24 @@ class GAILRewardSignal(RewardSignal):
                     action_placeholders(spec.action_spec, "expert") if settings.use_actions else {}
                 )
                 self._expert_done = tf.placeholder(tf.float32, [None], name="done")
+            # The update's randomness is fed, drawn in prepare_update from the signal's own
+            # generator: row i of the minibatch gets the same interpolation weight and the
+            # same bottleneck noise whichever tower it lands on, so 1 and N towers give the
+            # same update (scripts/check_towers.py), and runs are reproducible.
+            with tf.name_scope(f"{name}_noise"):
+                self._mix = tf.placeholder(tf.float32, [None], name="penalty_mix")
+                self._z_noise: Dict[str, tf.Tensor] = {}
+                if settings.use_vail:
+                    self._z_noise = {
+                        side: tf.placeholder(tf.float32, [None, Z_SIZE], name=f"z_noise_{side}")
+                        for side in ("policy", "expert")
+                    }
             with tf.name_scope(f"{name}_evaluate"):
                 self._obs = obs_placeholders(spec, "obs")
                 self._actions = action_placeholders(spec.action_spec, "eval") if settings.use_actions else {}
                 self._done = tf.placeholder(tf.float32, [None], name="done")
                 features = self._policy_features(self._actions)
-                d = self._discriminate(self._obs, features, self._done, sample_z=False)
+                d = self._discriminate(self._obs, features, self._done, z_noise=None)
                 self._reward = -tf.log(1.0 - d.estimate + REWARD_EPSILON) * self.strength
         self._feed_keys: List[str] = (
             [f"obs_{i}" for i in range(self._num_obs)] + list(self._actions) + ["done"]
@@ -186,10 +198,12 @@ class GAILRewardSignal(RewardSignal):
         obs: Sequence[tf.Tensor],
         actions: Optional[tf.Tensor],
         done: tf.Tensor,
-        sample_z: bool,
+        z_noise: Optional[tf.Tensor],
     ) -> DiscriminatorTensors:
         """Builds (or reuses by name) D on ``obs`` ``[B, *shape_i]``, action features
-        ``[B, F]`` (None without ``use_actions``) and ``done`` ``[B]``."""
+        ``[B, F]`` (None without ``use_actions``) and ``done`` ``[B]``. With VAIL, ``z``
+        is ``mean + sigma * z_noise`` (``[B, Z_SIZE]`` standard normal), or the mean when
+        ``z_noise`` is None (rewards, gradient penalty)."""
         spec = self.policy.spec
         units = self.settings.encoding_size
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
@@ -206,7 +220,7 @@ class GAILRewardSignal(RewardSignal):
                 kl = 0.5 * tf.reduce_sum(
                     tf.square(z_mean) + tf.square(sigma) - 1.0 - 2.0 * z_log_sigma, axis=1
                 )
-                hidden = z_mean + sigma * tf.random.normal(tf.shape(z_mean)) if sample_z else z_mean
+                hidden = z_mean + sigma * z_noise if z_noise is not None else z_mean
             logit = dense(hidden, 1, "estimate", gain=1.0)[:, 0]
         return DiscriminatorTensors(logit, tf.nn.sigmoid(logit), kl)
 
@@ -219,6 +233,8 @@ class GAILRewardSignal(RewardSignal):
         }
         out.update({f"{self.name}_expert_{k}": ph for k, ph in self._expert_actions.items()})
         out[f"{self.name}_expert_done"] = self._expert_done
+        out[f"{self.name}_penalty_mix"] = self._mix
+        out.update({f"{self.name}_z_noise_{side}": ph for side, ph in self._z_noise.items()})
         return out
 
     def optimizer_group(self) -> Optional[OptimizerGroup]:
@@ -235,8 +251,9 @@ class GAILRewardSignal(RewardSignal):
             {k: shard[f"{self.name}_expert_{k}"] for k in self._expert_actions}
         )
         policy_done, expert_done = shard["done"], shard[f"{self.name}_expert_done"]
-        pol = self._discriminate(policy_obs, policy_act, policy_done, sample_z=True)
-        exp = self._discriminate(expert_obs, expert_act, expert_done, sample_z=True)
+        noise = {side: shard[f"{self.name}_z_noise_{side}"] for side in self._z_noise}
+        pol = self._discriminate(policy_obs, policy_act, policy_done, noise.get("policy"))
+        exp = self._discriminate(expert_obs, expert_act, expert_done, noise.get("expert"))
 
         # -log D(expert) - log(1 - D(policy)), with log(1 - sigmoid(l)) = log_sigmoid(-l).
         expert_term = safe_mean(tf.math.log_sigmoid(exp.logit))
@@ -244,7 +261,8 @@ class GAILRewardSignal(RewardSignal):
         discriminator_loss = -(expert_term + policy_term)
 
         penalty = self._gradient_penalty(
-            policy_obs, expert_obs, policy_act, expert_act, policy_done, expert_done, mask
+            policy_obs, expert_obs, policy_act, expert_act, policy_done, expert_done, mask,
+            shard[f"{self.name}_penalty_mix"],
         )
         loss = discriminator_loss + GRADIENT_PENALTY_WEIGHT * penalty
         stats: Dict[str, tf.Tensor] = {
@@ -271,9 +289,10 @@ class GAILRewardSignal(RewardSignal):
         policy_done: tf.Tensor,
         expert_done: tf.Tensor,
         mask: tf.Tensor,
+        u: tf.Tensor,
     ) -> tf.Tensor:
-        """``mean_rows (||grad D(x_interp)|| - 1)^2`` over every input of D (scalar)."""
-        u = tf.random.uniform(tf.shape(policy_done))  # [B], one mix per row
+        """``mean_rows (||grad D(x_interp)|| - 1)^2`` over every input of D (scalar);
+        ``u`` ``[B]`` in [0, 1): each row's interpolation weight between expert and policy."""
 
         def mix(expert: tf.Tensor, policy: tf.Tensor) -> tf.Tensor:
             w = tf.reshape(u, [-1] + [1] * (expert.shape.ndims - 1))
@@ -283,7 +302,7 @@ class GAILRewardSignal(RewardSignal):
         act = mix(expert_act, policy_act) if expert_act is not None and policy_act is not None else None
         done = mix(expert_done, policy_done)
         inputs = obs + ([act] if act is not None else []) + [done]
-        estimate = self._discriminate(obs, act, done, sample_z=False).estimate
+        estimate = self._discriminate(obs, act, done, z_noise=None).estimate
         squared = tf.zeros_like(done)
         for g in tf.gradients(estimate, inputs):
             if g is None:
@@ -310,10 +329,15 @@ class GAILRewardSignal(RewardSignal):
         return self._rng.choice(size, n, replace=size < n)
 
     def prepare_update(self, minibatch: Mapping[str, np.ndarray], num_sequences: int) -> FeedDict:
-        """An expert minibatch as large as the policy minibatch. Touches no state but the
-        signal's generator of expert draws."""
-        idx = self.sample_expert_rows(len(minibatch["masks"]))
+        """An expert minibatch as large as the policy minibatch, the gradient penalty's
+        interpolation weights and VAIL's noise. Touches no state but the signal's
+        generator."""
+        n = len(minibatch["masks"])
+        idx = self.sample_expert_rows(n)
         feed: FeedDict = {ph: self.expert.obs[i][idx] for i, ph in enumerate(self._expert_obs)}
+        feed[self._mix] = self._rng.uniform(size=n).astype(np.float32)
+        for ph in self._z_noise.values():
+            feed[ph] = self._rng.standard_normal((n, Z_SIZE)).astype(np.float32)
         if "continuous_action" in self._expert_actions:
             feed[self._expert_actions["continuous_action"]] = self.expert.continuous_action[idx]
         if "discrete_action" in self._expert_actions:
