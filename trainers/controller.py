@@ -36,9 +36,11 @@ class Timers:
     update: float = 0.0
     total: float = 0.0
     env_steps: int = 0
+    update_durations: List[float] = field(default_factory=list)  # seconds of each update
 
-    def as_dict(self) -> Dict[str, float]:
-        return {k: getattr(self, k) for k in ("env", "inference", "trajectories", "update", "total", "env_steps")}
+    def as_dict(self) -> Dict[str, object]:
+        keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations")
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass
@@ -185,7 +187,8 @@ class TrainerController:
             if self.training and trainer.ready_to_update and not trainer.is_training_done:
                 t = time.perf_counter()
                 trainer.update()
-                self.timers.update += time.perf_counter() - t
+                self.timers.update_durations.append(time.perf_counter() - t)
+                self.timers.update += self.timers.update_durations[-1]
             if trainer.step >= b.next_summary:
                 b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
                 b.stats.write_stats(trainer.step)

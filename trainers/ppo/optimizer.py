@@ -19,7 +19,7 @@ from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
 from trainers.tf.normalizer import Normalizer
-from trainers.tf.session import FastCallable
+from trainers.tf.session import UPDATE_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 CRITIC_SCOPE = "critic"
@@ -118,7 +118,10 @@ class PPOOptimizer:
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
                 step_update = tf.assign(policy.global_step, self.current_step)
             self._update_op = tf.group(step_update, *self.towers.apply_ops.values(), *post_ops)
-            self._group_targets["ppo"].append(step_update)
+            # The separate-runs mode's policy run must not trigger the other groups' applies
+            # (step_update above depends on all of them).
+            with tf.control_dependencies([self.towers.apply_ops["ppo"]]):
+                self._group_targets["ppo"].append(tf.assign(policy.global_step, self.current_step).op)
             self._stat_names = sorted(self.towers.stats)
             self._stat_names.extend(["learning_rate", "beta", "epsilon"])
             self._stat_tensors = [self.towers.stats[n] for n in sorted(self.towers.stats)] + [
@@ -257,7 +260,7 @@ class PPOOptimizer:
                     if (n.startswith(owner[group] + "/") if group in owner else "/" not in n)
                 ]
                 tensors = [self._stat_tensors[self._stat_names.index(n)] for n in names]
-                fn = FastCallable(self.policy.session, tensors, self._feed_list, targets)
+                fn = FastCallable(self.policy.session, tensors, self._feed_list, targets, pool=UPDATE_POOL)
                 self._separate_fns.append((names, fn))
         feeds = self._feeds(minibatch, step, extra_feed)
         stats: Dict[str, float] = {}
@@ -276,7 +279,7 @@ class PPOOptimizer:
         """
         if self._update_fn is None:
             self._update_fn = FastCallable(
-                self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op]
+                self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op], pool=UPDATE_POOL
             )
         out = self._update_fn(*self._feeds(minibatch, step, extra_feed))
         self.update_runs += 1

@@ -42,6 +42,10 @@ UPDATE_TAGS = {
 class PPOTrainer:
     """Trains one behavior with PPO."""
 
+    #: Benchmark switch (scripts/benchmark.py --signals): update each network in its own
+    #: ``sess.run`` as upstream ML-Agents did, instead of the one run per minibatch.
+    separate_signal_updates = False
+
     def __init__(
         self,
         behavior_name: str,
@@ -76,7 +80,6 @@ class PPOTrainer:
         self.policy.session.run(self._init_op)
         self.buffer = AgentBuffer()
         self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.update_seconds = 0.0
         self.has_updated = False  # set after the first update run returns
         self.process_seconds = 0.0
 
@@ -167,7 +170,8 @@ class PPOTrainer:
                         if ph in feed:
                             raise ValueError(f"feed collision on {ph.name} from signal {signal.name}")
                         feed[ph] = value
-                for name, value in self.optimizer.update(minibatch, self.step, feed).items():
+                run_update = self.optimizer.update_separately if self.separate_signal_updates else self.optimizer.update
+                for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
                 count += 1
         self.buffer.clear()
@@ -187,7 +191,6 @@ class PPOTrainer:
             for tag, update_name in signal.stats.items():
                 if update_name in averaged:
                     self.stats.add_stat(tag, averaged[update_name])
-        self.update_seconds += time.perf_counter() - start
         return averaged
 
     # ------------------------------------------------------------- checkpoints

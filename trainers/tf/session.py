@@ -22,18 +22,28 @@ def count_cpu_devices(devices: Sequence[str]) -> int:
     return needed
 
 
+#: The session's one inter-op pool, used by runs that have independent branches to
+#: overlap (updates); latency-bound runs (inference) execute in the caller's thread.
+UPDATE_POOL = 0
+CALLER_THREAD = -1
+
+
 def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False) -> tf.ConfigProto:
     """A ConfigProto with enough virtual CPU devices for ``devices``.
 
-    On CPU every op runs in the caller's thread (``inter_op_parallelism_threads=-1``) with
-    a one-thread intra-op pool: RL networks are tiny, and handing each op to a pool thread
-    costs more than the op, worst of all on a loaded machine where that thread must first
-    be scheduled. Measured on this 2-core machine: one inference call of a 2x64 MLP 234 us
-    with 1/1 pool threads, 302 us with 1 intra / 2 inter, 470 us with 2/2, 387 us with TF's
-    defaults; the PPO update of a 2x128 net at batch 1024 runs at 209k samples/s with
-    caller-thread execution vs 178k (1/2) and 143k (defaults), and 2 virtual-CPU towers
-    lose only 9 % against 1 tower (4 % gain at batch 4096) instead of 45 %. GPU towers get
-    an inter-op pool of two threads per device so that kernels launch concurrently.
+    Two ways to run, chosen per callable (``FastCallable(..., pool=...)``):
+
+    * ``CALLER_THREAD`` for inference and value estimates: every op runs in the calling
+      thread. RL networks are tiny and handing each op to a pool thread costs more than
+      the op, worst of all on a loaded machine where that thread must first be scheduled
+      (one inference call of a 2x64 MLP on this 2-core machine: 234 us with a 1-thread
+      pool, 387 us with TF's default pools; in the caller's thread about 40 us).
+    * ``UPDATE_POOL`` for updates: an inter-op pool of ``max(2, 2 x devices)`` threads, so
+      independent branches (towers, the policy/critic and each reward signal's network)
+      run concurrently; measured in scripts/benchmark.py --signals and
+      scripts/benchmark_towers.py.
+
+    Intra-op parallelism stays at one thread: the matrices are small.
     """
     device_count = {"CPU": count_cpu_devices(devices)}
     if cpu_only:
@@ -41,9 +51,9 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
     config = tf.ConfigProto(
         device_count=device_count,
         intra_op_parallelism_threads=1,
-        inter_op_parallelism_threads=2 * len(devices) if any("gpu" in d.lower() for d in devices) else -1,
         allow_soft_placement=False,
     )
+    config.session_inter_op_thread_pool.add(num_threads=max(2, 2 * len(devices)))
     config.gpu_options.allow_growth = True
     return config
 
@@ -70,10 +80,12 @@ class FastCallable:
         fetches: Sequence[tf.Tensor],
         feeds: Sequence[tf.Tensor],
         targets: Sequence[tf.Operation] = (),
+        pool: int = CALLER_THREAD,
     ) -> None:
         from tensorflow.core.protobuf import config_pb2
 
         options = config_pb2.CallableOptions()
+        options.run_options.inter_op_thread_pool = pool
         options.feed.extend(t.name for t in feeds)
         options.fetch.extend(t.name for t in fetches)
         options.target.extend(op.name for op in targets)
