@@ -126,11 +126,12 @@ class TrainerController:
                 self.timers.env_steps += 1
                 self._after_step()
         except EnvWorkerError:
-            self._finish(start)
+            self._finish(start)  # save what was learned, then report the worker's failure
             raise
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         self._finish(start)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         if self._stop_signal is not None:
             print(f"[INFO] Interrupted by signal {self._stop_signal}; checkpoint saved in {self.run_dir}", flush=True)
 

@@ -16,12 +16,12 @@ _HERE = Path(__file__).resolve()
 
 
 def demo_dir() -> Optional[Path]:
-    """The shared folder of real Unity `.demo` files (None when this checkout lacks it)."""
+    """The folder of real Unity `.demo` files: the copy in tests/data/demos (taken from
+    ../shared/data/demos, Apache-2.0, see its MANIFEST), or $TRAINER_LEARN_DEMO_DIR."""
     candidates = []
     if os.environ.get("TRAINER_LEARN_DEMO_DIR"):
         candidates.append(Path(os.environ["TRAINER_LEARN_DEMO_DIR"]))
-    for parent in list(_HERE.parents)[1:4]:
-        candidates.append(parent / "shared" / "data" / "demos")
+    candidates.append(_HERE.parent.parent / "data" / "demos")
     for c in candidates:
         if (c / "MANIFEST.md").is_file():
             return c
@@ -30,8 +30,7 @@ def demo_dir() -> Optional[Path]:
 
 def real_demo(name: str) -> Path:
     d = demo_dir()
-    if d is None:
-        pytest.skip("shared/data/demos is not in this checkout")
+    assert d is not None, "tests/data/demos (the real Unity recordings) is missing"
     return d / name
 
 

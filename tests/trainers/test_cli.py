@@ -41,6 +41,15 @@ def test_run_writes_everything_and_resumes(run_cli):
     assert st["step"] == 600 and st["final_checkpoint"]["steps"] == 600
     timers = json.loads((run_dir / "run_logs" / "timers.json").read_text())
     assert timers["env_steps"] >= 600
+    import csv
+
+    with open(run_dir / "Simple" / "stats.csv") as f:
+        tags = {row["tag"] for row in csv.DictReader(f)}
+    assert {
+        "Environment/Cumulative Reward", "Environment/Episode Length", "Policy/Entropy",
+        "Policy/Learning Rate", "Policy/Extrinsic Reward", "Policy/Extrinsic Value Estimate",
+        "Losses/Value Loss", "Losses/Policy Loss", "Is Training",
+    } <= tags
 
     # Same run id again: refused, nothing lost.
     code, _, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=600")

@@ -5,6 +5,7 @@ machine, so tower code is exercised on CPU-only machines exactly as on GPUs.
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -38,7 +39,8 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
       the op, worst of all on a loaded machine where that thread must first be scheduled
       (one inference call of a 2x64 MLP on this 2-core machine: 234 us with a 1-thread
       pool, 387 us with TF's default pools; in the caller's thread about 40 us).
-    * ``UPDATE_POOL`` for updates: an inter-op pool of ``max(2, 2 x devices)`` threads, so
+    * ``UPDATE_POOL`` for updates: an inter-op pool of ``max(2, 2 x devices)`` threads
+      (at most the number of cores for CPU devices), so
       independent branches (towers, the policy/critic and each reward signal's network)
       run concurrently; measured in scripts/benchmark.py --signals and
       scripts/benchmark_towers.py.
@@ -53,7 +55,12 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
         intra_op_parallelism_threads=1,
         allow_soft_placement=False,
     )
-    config.session_inter_op_thread_pool.add(num_threads=max(2, 2 * len(devices)))
+    # GPU towers launch kernels concurrently; CPU towers share the machine's cores, where
+    # more threads than cores only adds contention.
+    threads = 2 * len(devices)
+    if not any("gpu" in d.lower() for d in devices):
+        threads = min(threads, os.cpu_count() or 2)
+    config.session_inter_op_thread_pool.add(num_threads=max(2, threads))
     config.gpu_options.allow_growth = True
     return config
 
