@@ -84,10 +84,13 @@ class AgentBuffer:
     def __init__(self) -> None:
         self._chunks: Dict[str, List[np.ndarray]] = {}
         self._cache: Dict[str, np.ndarray] = {}
+        self._rows: Dict[str, int] = {}  # rows per field (checked every env step: O(1))
 
     def add(self, key: str, array: np.ndarray) -> None:
         """Appends ``array`` ``[T, ...]`` to field ``key``."""
-        self._chunks.setdefault(key, []).append(np.asarray(array))
+        array = np.asarray(array)
+        self._chunks.setdefault(key, []).append(array)
+        self._rows[key] = self._rows.get(key, 0) + len(array)
         self._cache.pop(key, None)
 
     def add_fields(self, fields: Mapping[str, np.ndarray]) -> None:
@@ -105,6 +108,7 @@ class AgentBuffer:
     def __setitem__(self, key: str, array: np.ndarray) -> None:
         self._chunks[key] = [np.asarray(array)]
         self._cache[key] = self._chunks[key][0]
+        self._rows[key] = len(self._cache[key])
 
     def __contains__(self, key: str) -> bool:
         return key in self._chunks
@@ -115,13 +119,12 @@ class AgentBuffer:
     @property
     def num_experiences(self) -> int:
         """Rows stored (0 when empty)."""
-        if not self._chunks:
-            return 0
-        return sum(len(c) for c in next(iter(self._chunks.values())))
+        return next(iter(self._rows.values()), 0)
 
     def clear(self) -> None:
         self._chunks.clear()
         self._cache.clear()
+        self._rows.clear()
 
     def minibatches(
         self,

@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -54,12 +54,19 @@ class BehaviorState:
     last_summary: int = -1
 
 
+_ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
+
+
 def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
     """ML-Agents masks (one ``[n, size]`` bool per branch, True = unavailable) -> ``[n, sum]`` 1 = allowed."""
     if not branches:
         return None
     if masks is None:
-        return np.ones((n, sum(branches)), np.float32)
+        key = (n, sum(branches))
+        if key not in _ALL_ALLOWED:  # read-only, shared: nothing writes into mask arrays
+            _ALL_ALLOWED[key] = np.ones(key, np.float32)
+            _ALL_ALLOWED[key].setflags(write=False)
+        return _ALL_ALLOWED[key]
     return 1.0 - np.concatenate(masks, axis=1).astype(np.float32)
 
 

@@ -8,7 +8,7 @@ belongs to the optimizer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -158,6 +158,7 @@ class Policy:
         self.session = make_session(self.graph, devices, cpu_only)
         self._act: Optional[Callable[..., list]] = None
         self._act_deterministic: Optional[Callable[..., list]] = None
+        self._empty: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
 
     def _build_outputs(self, action_spec: ActionSpec) -> None:
         """Named inference outputs (ML-Agents 2.0 names) and trainer-internal fetches."""
@@ -220,9 +221,7 @@ class Policy:
                 action_masks if action_masks is not None
                 else np.ones((n, int(self.action_masks.shape[1])), np.float32)
             )
-        spec = self.spec.action_spec
-        empty_c = np.zeros((n, spec.continuous_size), np.float32)
-        empty_d = np.zeros((n, spec.discrete_size), np.int32)
+        empty_c, empty_d = self._empty_actions(n)
         if deterministic:
             if self._act_deterministic is None:
                 self._act_deterministic = self._make_act(True)
@@ -238,6 +237,17 @@ class Policy:
             empty_d if disc is None else disc,
             logp,
         )
+
+    def _empty_actions(self, n: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Zero-width continuous/discrete arrays for ``n`` agents, cached (hot path)."""
+        cached = self._empty.get(n)
+        if cached is None:
+            spec = self.spec.action_spec
+            cached = self._empty[n] = (
+                np.zeros((n, spec.continuous_size), np.float32),
+                np.zeros((n, spec.discrete_size), np.int32),
+            )
+        return cached
 
     def update_normalization(self, obs: Sequence[np.ndarray]) -> None:
         """Merges a trajectory's vector observations into the running statistics (one run)."""

@@ -278,6 +278,10 @@ class PPOSettings:
     """Schedule of epsilon; None: learning_rate_schedule (see resolved_epsilon_schedule)."""
     shared_critic: bool = False
     """True: actor and critic share the network body; False: a separate value network."""
+    clip_value_loss: bool = True
+    """True (ML-Agents): the value loss is clipped around the old estimates by epsilon;
+    False (Stable-Baselines3's default): plain squared error. Clipping by 0.2 slows the
+    critic where returns are large (CartPole: up to ~100)."""
 
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
@@ -291,6 +295,7 @@ class PPOSettings:
         _check_choice(self, "beta_schedule", SCHEDULE_TYPES, optional=True)
         _check_choice(self, "epsilon_schedule", SCHEDULE_TYPES, optional=True)
         _check_bool(self, "shared_critic")
+        _check_bool(self, "clip_value_loss")
         if self.batch_size > self.buffer_size:
             raise _InvalidField(
                 "batch_size",

@@ -133,9 +133,10 @@ def _minibatch(spec, trainer, n, rng):
     return mb
 
 
-def test_ppo_losses_match_closed_form():
+@pytest.mark.parametrize("clip_value_loss", [True, False])
+def test_ppo_losses_match_closed_form(clip_value_loss):
     spec = make_spec(1, (2,))
-    trainer = make_trainer(spec)
+    trainer = make_trainer(spec, small_settings(clip_value_loss=clip_value_loss))
     rng = np.random.default_rng(4)
     mb = _minibatch(spec, trainer, 32, rng)
     mb["log_probs"] = mb["log_probs"] + rng.normal(0, 0.3, size=32).astype(np.float32)  # ratios != 1
@@ -158,7 +159,10 @@ def test_ppo_losses_match_closed_form():
     exp_policy = -np.mean(np.minimum(ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv))
     old_v, ret = mb["extrinsic_value_estimates"], mb["extrinsic_returns"]
     v_clip = old_v + np.clip(values - old_v, -eps, eps)
-    exp_value = np.mean(np.maximum((ret - values) ** 2, (ret - v_clip) ** 2))
+    if clip_value_loss:
+        exp_value = np.mean(np.maximum((ret - values) ** 2, (ret - v_clip) ** 2))
+    else:
+        exp_value = np.mean((ret - values) ** 2)
     stats = trainer.optimizer.update(mb, 10, {})
     assert stats["policy_loss"] == pytest.approx(exp_policy, rel=1e-4, abs=1e-6)
     assert stats["value_loss"] == pytest.approx(exp_value, rel=1e-4)

@@ -195,8 +195,10 @@ class PPOOptimizer:
         value_losses = []
         for s, v in values.items():
             old_v, ret = shard[f"{s}_value_estimates"], shard[f"{s}_returns"]
-            v_clipped = old_v + tf.clip_by_value(v - old_v, -eps, eps)
-            per_row = tf.maximum(tf.square(ret - v), tf.square(ret - v_clipped))
+            per_row = tf.square(ret - v)
+            if self.hyperparameters.clip_value_loss:
+                v_clipped = old_v + tf.clip_by_value(v - old_v, -eps, eps)
+                per_row = tf.maximum(per_row, tf.square(ret - v_clipped))
             value_losses.append(masked_mean(per_row, mask))
         value_loss = tf.add_n(value_losses) / float(len(value_losses))
         entropy = masked_mean(actor.entropy(), mask)
