@@ -34,19 +34,19 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None) -> dict:
     from trainers.learn import run_training
     from trainers.settings import load_settings
 
-    results = tempfile.mkdtemp(prefix="bench_")
-    overrides = {"run_id": "bench", "results_dir": results, "max_steps": steps, "seed": seed}
-    overrides.update(extra or {})
-    options = load_settings(config, overrides)
-    start = time.perf_counter()
-    run_training(options)
-    wall = time.perf_counter() - start
-    run_dir = os.path.join(results, "bench")
-    with open(os.path.join(run_dir, "run_logs", "timers.json")) as f:
-        timers = json.load(f)
-    behavior = next(iter(options.behaviors))
-    with open(os.path.join(run_dir, behavior, "stats.csv")) as f:
-        rewards = [float(r["mean"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
+    with tempfile.TemporaryDirectory(prefix="bench_") as results:
+        overrides = {"run_id": "bench", "results_dir": results, "max_steps": steps, "seed": seed}
+        overrides.update(extra or {})
+        options = load_settings(config, overrides)
+        start = time.perf_counter()
+        run_training(options)
+        wall = time.perf_counter() - start
+        run_dir = os.path.join(results, "bench")
+        with open(os.path.join(run_dir, "run_logs", "timers.json")) as f:
+            timers = json.load(f)
+        behavior = next(iter(options.behaviors))
+        with open(os.path.join(run_dir, behavior, "stats.csv")) as f:
+            rewards = [float(r["mean"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
     return {"wall": wall, "timers": timers, "final_reward": rewards[-1] if rewards else float("nan"), "steps": steps}
 
 
@@ -76,7 +76,8 @@ def signals_benchmark(steps: int, seed: int) -> None:
 
     from trainers.ppo.trainer import PPOTrainer
 
-    path = os.path.join(tempfile.mkdtemp(prefix="bench_cfg_"), "signals.yaml")
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
+    path = os.path.join(folder.name, "signals.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(SIGNALS_CONFIG, f)
     per_buffer = {}
@@ -91,6 +92,7 @@ def signals_benchmark(steps: int, seed: int) -> None:
             f" (min {durations[0] * 1000:.1f})"
         )
     PPOTrainer.separate_signal_updates = False
+    folder.cleanup()
     one, sep = per_buffer.values()  # medians
     print(f"  the one-run update takes {100 * (1 - one / sep):.0f} % less time than separate runs")
 

@@ -122,7 +122,8 @@ def main() -> int:
     rng = np.random.default_rng(0)
 
     _, one = build(devices[:1], args.vail)
-    prefix = one.save(tempfile.mkdtemp(prefix="check_towers_"))
+    folder = tempfile.TemporaryDirectory(prefix="check_towers_")
+    prefix = one.save(folder.name)
     mb = random_minibatch(one, args.rows, rng)
     variables = one.policy.graph.get_collection("variables")
     stats_one, _ = run_update(one, mb, trace=False)
@@ -136,6 +137,7 @@ def main() -> int:
     weights_many = dict(zip([v.op.name for v in variables], many.policy.session.run(variables)))
     placement = tower_devices(meta, many.policy.graph)
     many.close()
+    folder.cleanup()
 
     worst = 0.0
     by_network: Dict[str, float] = defaultdict(float)
