@@ -226,6 +226,7 @@ class TrainerController:
                 if os.path.exists(exported):
                     os.remove(exported)
         self.status.set_step(name, trainer.step)
+        self.status.set_episodes(name, trainer.episodes)
         self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
         self._save_status()
         return entry

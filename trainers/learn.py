@@ -214,6 +214,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                 prefix = _latest_checkpoint(run_dir, name, status)
                 if prefix is not None:
                     trainer.load(prefix)
+                    trainer.episodes = status.get_episodes(name) if ckpt.resume else 0
                 elif ckpt.resume:
                     raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to resume from")
             elif init_status is not None:

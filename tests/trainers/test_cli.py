@@ -58,8 +58,10 @@ def test_run_writes_everything_and_resumes(run_cli):
 
     code, out, err = run_cli(SIMPLE, "--run-id=e2e", "--max-steps=1200", "--resume")
     assert code == 0, err
+    episodes_before = st["episodes"]
     st = status(run_cli.results, "e2e")
     assert st["step"] == 1200
+    assert st["episodes"] > episodes_before > 0  # counted across the resume
     assert [c["steps"] for c in st["checkpoints"]] == [600, 1000, 1200]
     assert "Step: 1000" in out and "Step: 500." not in out  # continued, not restarted
     events = [f for f in os.listdir(run_dir / "Simple") if f.startswith("events.out")]

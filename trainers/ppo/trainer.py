@@ -61,6 +61,7 @@ class PPOTrainer:
         self.settings = settings
         self.stats = stats
         self.step = 0
+        self.episodes = 0  # finished episodes, over resumes (training_status.json)
         self.rng = np.random.default_rng(seed)
         self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
         self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
@@ -136,6 +137,7 @@ class PPOTrainer:
         self.process_seconds += time.perf_counter() - start
 
     def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
+        self.episodes += len(episodes)
         for ep in episodes:
             self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
             self.stats.add_stat("Environment/Episode Length", float(ep.length))
