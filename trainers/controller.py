@@ -20,7 +20,7 @@ from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
 from trainers.ppo.trainer import PPOTrainer
-from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus
+from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus, behavior_dir_name
 from trainers.trajectory import AgentProcessor
 
 CheckpointHook = Callable[[PPOTrainer, str], None]
@@ -97,7 +97,7 @@ class TrainerController:
                 trainer,
                 AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
-                os.path.join(run_dir, name),
+                os.path.join(run_dir, behavior_dir_name(name)),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
@@ -222,7 +222,7 @@ class TrainerController:
         for old in dropped:
             trainer.delete_checkpoint(old.file_path)
             for ext in ("pb", "onnx"):
-                exported = os.path.join(b.checkpoint_dir, f"{name}-{old.steps}.{ext}")
+                exported = os.path.join(b.checkpoint_dir, f"{behavior_dir_name(name)}-{old.steps}.{ext}")
                 if os.path.exists(exported):
                     os.remove(exported)
         self.status.set_step(name, trainer.step)

@@ -56,7 +56,9 @@ def _resolve_prefix(run_dir: str, behavior: str, file_path: str) -> str:
     """A status entry -> its checkpoint prefix inside ``run_dir`` (the controller saves in
     ``<run_dir>/<behavior>/``; the status may hold a path relative to where training ran,
     or the run may have been moved or copied since)."""
-    return os.path.join(run_dir, behavior, os.path.basename(file_path))
+    from trainers.stats import behavior_dir_name
+
+    return os.path.join(run_dir, behavior_dir_name(behavior), os.path.basename(file_path))
 
 
 def latest_checkpoints(run_dir: str, behavior: Optional[str]) -> List[Target]:
@@ -183,6 +185,7 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
 def run(args: Dict) -> int:
     from trainers.export import check_opset, export_policy, format_diffs
     from trainers.settings import load_settings
+    from trainers.stats import behavior_dir_name
 
     opset = check_opset(args.get("--opset") or 15)
     run_dir, targets = _locate(args["<run-dir-or-checkpoint>"], args.get("--behavior"))
@@ -207,7 +210,7 @@ def run(args: Dict) -> int:
                 opset=opset,
                 legacy_names=bool(args.get("--legacy-names")),
                 check=True,
-                file_stem=stem,
+                file_stem=stem or behavior_dir_name(t.behavior),
             )
         finally:
             policy.session.close()

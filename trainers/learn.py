@@ -125,7 +125,15 @@ def export_hook(formats: tuple) -> Callable[[Any, str], None]:
     def hook(trainer: Any, prefix: str) -> None:
         from trainers.export import export_policy
 
-        export_policy(trainer.policy, os.path.dirname(prefix), step=trainer.step, formats=formats)
+        from trainers.stats import behavior_dir_name
+
+        export_policy(
+            trainer.policy,
+            os.path.dirname(prefix),
+            step=trainer.step,
+            formats=formats,
+            file_stem=behavior_dir_name(trainer.behavior_name),
+        )
 
     return hook
 
@@ -137,7 +145,9 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
         raise ConfigError(
             f"--model={model}: one file for {num_behaviors} behaviors; give a directory of <Behavior>.onnx files"
         )
-    path = model if model.endswith(".onnx") else os.path.join(model, f"{name}.onnx")
+    from trainers.stats import behavior_dir_name
+
+    path = model if model.endswith(".onnx") else os.path.join(model, f"{behavior_dir_name(name)}.onnx")
     trainer.policy.session.close()
     trainer.policy = OnnxPolicy(path, spec)
 

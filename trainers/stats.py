@@ -47,6 +47,15 @@ IS_TRAINING_TAG = "Is Training"
 """1.0 while the behavior trains, 0.0 when it has stopped (or runs inference)."""
 
 
+def behavior_dir_name(behavior: str) -> str:
+    """A behavior's folder and file stem under the run directory.
+
+    Behavior names are used as they are, except that a ``/`` (Gymnasium namespaces such as
+    ``ALE/Pong-v5``) becomes ``_``, so each behavior gets one folder and its files.
+    """
+    return behavior.replace("/", "_").replace(os.sep, "_")
+
+
 class StatsAggregation(enum.Enum):
     """How the values added to a stat during one summary period become one value."""
 
@@ -245,7 +254,7 @@ class TensorboardWriter(StatsWriter):
 
     def _file(self, category: str) -> _EventFile:
         if category not in self._files:
-            events = _EventFile(os.path.join(self._base_dir, category))
+            events = _EventFile(os.path.join(self._base_dir, behavior_dir_name(category)))
             if self._resume_step is not None:
                 events.write(
                     event_pb2.Event(
@@ -306,7 +315,7 @@ class CSVWriter(StatsWriter):
 
     def path(self, category: str) -> str:
         """The CSV file of a behavior."""
-        return os.path.join(self._base_dir, category, "stats.csv")
+        return os.path.join(self._base_dir, behavior_dir_name(category), "stats.csv")
 
     def write_stats(self, category: str, values: Mapping[str, StatsSummary], step: int) -> None:
         if not values:

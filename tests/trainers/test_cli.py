@@ -250,3 +250,27 @@ def test_console_script_saves_on_sigterm(tmp_path):
     st = status(results, "sig")
     assert st["step"] >= 1000 and st["final_checkpoint"]["steps"] == st["step"]
     assert (results / "sig" / "Simple" / "Simple.onnx").exists()
+
+
+def test_namespaced_gymnasium_id_gets_one_folder(run_cli, tmp_path):
+    """Gymnasium ids like ``ALE/Pong-v5`` name behaviors with a ``/``: their files go to
+    ``<run>/ALE_Pong-v5/`` (checkpoints, stats, exported models), and --model finds them."""
+    import gymnasium
+
+    if "testns/CartPole-v9" not in gymnasium.registry:
+        gymnasium.register(id="testns/CartPole-v9", entry_point="gymnasium.envs.classic_control:CartPoleEnv",
+                           max_episode_steps=50)
+    cfg = {"default_settings": {"hyperparameters": {"batch_size": 32, "buffer_size": 128},
+                                "network_settings": {"hidden_units": 16, "num_layers": 1},
+                                "max_steps": 300, "summary_freq": 100, "checkpoint_interval": 300},
+           "env_settings": {"env_path": "gym:testns/CartPole-v9", "seed": 1}}
+    path = tmp_path / "ns.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    code, out, err = run_cli(str(path), "--run-id=ns")
+    assert code == 0, err
+    folder = run_cli.results / "ns" / "testns_CartPole-v9"
+    files = set(os.listdir(folder))
+    assert {"checkpoint-300.index", "stats.csv", "testns_CartPole-v9.onnx", "testns_CartPole-v9-300.pb"} <= files
+    assert "[INFO] testns/CartPole-v9. Step: 100." in out
+    code, out, err = run_cli(str(path), "--run-id=ns", "--inference", "--max-steps=100", f"--model={folder}")
+    assert code == 0, err
