@@ -99,10 +99,14 @@ def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], c
 
 
 def _latest_checkpoint(run_dir: str, behavior: str, status: Any) -> Optional[str]:
+    """The newest kept checkpoint of ``behavior``, found inside ``run_dir`` (the status may
+    hold paths relative to where training ran, or the run may have moved since)."""
+    from trainers.stats import behavior_dir_name
+
     checkpoints = status.get_checkpoints(behavior)
-    if checkpoints:
-        return checkpoints[-1].file_path
-    return None
+    if not checkpoints:
+        return None
+    return os.path.join(run_dir, behavior_dir_name(behavior), os.path.basename(checkpoints[-1].file_path))
 
 
 def _export_formats() -> tuple:
@@ -173,6 +177,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     if ckpt.force and os.path.isdir(run_dir) and not ckpt.resume:
         shutil.rmtree(run_dir)
     init_status = None
+    init_dir = ""
     if ckpt.initialize_from:
         init_dir = os.path.join(ckpt.results_dir, ckpt.initialize_from)
         init_path = os.path.join(init_dir, "run_logs", "training_status.json")
@@ -228,7 +233,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                 elif ckpt.resume:
                     raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to resume from")
             elif init_status is not None:
-                prefix = _latest_checkpoint(run_dir, name, init_status)
+                prefix = _latest_checkpoint(init_dir, name, init_status)
                 if prefix is None:
                     raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
                 trainer.load(prefix, reset_step=True)

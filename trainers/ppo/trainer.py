@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import glob
 import os
-import time
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -82,13 +81,11 @@ class PPOTrainer:
         self.buffer = AgentBuffer()
         self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.has_updated = False  # set after the first update run returns
-        self.process_seconds = 0.0
 
     # -------------------------------------------------------------- experience
 
     def process_trajectory(self, traj: Trajectory) -> None:
         """Normalizer update, value estimates, per-signal rewards, GAE; appends to buffer."""
-        start = time.perf_counter()
         hp = self.settings.hyperparameters
         if self.policy.normalize:
             self.policy.update_normalization(traj.obs)
@@ -134,7 +131,6 @@ class PPOTrainer:
             for name, signal in self.signals.items():
                 self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
             del self._signal_returns[traj.agent]
-        self.process_seconds += time.perf_counter() - start
 
     def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
         self.episodes += len(episodes)
@@ -148,20 +144,16 @@ class PPOTrainer:
     def ready_to_update(self) -> bool:
         return self.buffer.num_experiences >= self.settings.hyperparameters.buffer_size
 
-    def _update_keys(self) -> List[str]:
-        return list(self.optimizer.placeholders)
-
     def update(self) -> Dict[str, float]:
         """``num_epoch`` shuffled passes, **one** ``sess.run`` per minibatch; clears the buffer.
 
         Returns the update statistics averaged over every minibatch.
         """
-        start = time.perf_counter()
         hp = self.settings.hyperparameters
         adv = self.buffer["advantages"]
         # Normalised over the whole update buffer (FACTS section 2).
         self.buffer["advantages"] = ((adv - adv.mean()) / (adv.std() + 1e-10)).astype(np.float32)
-        keys = self._update_keys()
+        keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
         for _ in range(hp.num_epoch):
