@@ -58,8 +58,39 @@ def test_gaussian_log_prob_and_entropy_closed_form():
     std = np.exp(log_std)
     expected = np.sum(-0.5 * ((info.raw_continuous - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi), axis=1)
     np.testing.assert_allclose(info.log_probs, expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(ent, np.sum(0.5 + 0.5 * math.log(2 * math.pi) + log_std), rtol=1e-6)
+    np.testing.assert_allclose(ent, np.mean(0.5 + 0.5 * math.log(2 * math.pi) + log_std), rtol=1e-6)
     trainer.close()
+
+
+@pytest.mark.parametrize("branches", [(), (3,)], ids=["continuous", "hybrid"])
+def test_continuous_entropy_is_the_mean_over_dimensions(branches):
+    """ML-Agents averages the Gaussian entropy over action dimensions (so ``beta`` does not
+    grow with their number): 4 dims at log_std 0 give 0.5 log(2 pi e) = 1.419, and each
+    log_std gets gradient 1/4. A hybrid spec adds the discrete branches' summed entropy."""
+    from trainers.policy import build_actor
+
+    spec = make_spec(4, branches)
+    graph = tf.Graph()
+    with graph.as_default():
+        obs = tf.placeholder(tf.float32, [None, 3])
+        width = sum(branches)
+        masks = tf.ones([tf.shape(obs)[0], width]) if branches else None
+        actor = build_actor([obs], masks, spec, small_settings().network_settings, [None])
+        entropy = actor.entropy()
+        log_std = [v for v in tf.global_variables() if v.op.name.endswith("continuous/log_std")][0]
+        grad = tf.gradients(tf.reduce_mean(entropy), log_std)[0]
+        session = tf.Session()
+        session.run(tf.global_variables_initializer())
+    x = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    ent, g = session.run([entropy, grad], {obs: x})
+    expected = 0.5 * math.log(2 * math.pi * math.e)
+    assert expected == pytest.approx(1.419, abs=1e-3)
+    if branches:
+        lp = session.run(actor.discrete.log_probs, {obs: x})
+        expected = expected - np.sum(np.exp(lp[0]) * lp[0], axis=1)
+    np.testing.assert_allclose(ent, expected, rtol=1e-5)
+    np.testing.assert_allclose(g, np.full(4, 0.25), rtol=1e-6)
+    session.close()
 
 
 def test_discrete_masks_are_respected_and_entropy_closed_form():

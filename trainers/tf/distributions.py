@@ -44,9 +44,14 @@ class Gaussian:
         return tf.reduce_sum(per_dim, axis=1)
 
     def entropy(self) -> tf.Tensor:
-        """``[B]``: sum over dims of 0.5 + 0.5 log(2 pi) + log_std."""
+        """``[B]``: the *mean* over dims of 0.5 + 0.5 log(2 pi) + log_std.
+
+        ML-Agents' convention (TF ``GaussianDistribution``, torch
+        ``GaussianDistInstance.entropy``): averaged, not summed, over action dimensions, so
+        that ``beta`` weighs the entropy bonus the same whatever the number of dimensions.
+        """
         per_dim = 0.5 + 0.5 * math.log(2.0 * math.pi) + self.log_std
-        return tf.reduce_sum(per_dim) * tf.ones_like(self.mean[:, 0])
+        return tf.reduce_mean(per_dim) * tf.ones_like(self.mean[:, 0])
 
 
 def build_gaussian(encoding: tf.Tensor, size: int) -> Gaussian:
