@@ -12,7 +12,7 @@ from trainer_test_utils import make_spec, random_obs, small_settings
 from envs.demo import DemoWriter
 from envs.exceptions import DemoError
 from trainers.ppo.trainer import PPOTrainer
-from trainers.reward_signals.gail import GAILRewardSignal, VAIL_ALPHA
+from trainers.reward_signals.gail import BETA_FLOOR, Z_SIZE, GAILRewardSignal, VAIL_ALPHA
 from trainers.settings import CuriositySettings, ExtrinsicSettings, GAILSettings
 from trainers.stats import StatsReporter
 
@@ -102,7 +102,7 @@ def test_registered_signals_and_stats_tags(gail_trainer, vail_trainer):
     }
     assert vail_trainer.signals["gail"].stats["Policy/GAIL Beta"] == "gail/beta"
     assert gail_trainer.signals["curiosity"].use_terminal_states is False
-    assert gail_trainer.signals["gail"].use_terminal_states is True
+    assert gail_trainer.signals["gail"].use_terminal_states is False  # TF release_1
     assert gail_trainer.signals["gail"].beta is None
     assert vail_trainer.signals["gail"].beta.op.name == "gail_beta"
 
@@ -180,7 +180,7 @@ def test_vail_beta_moves_toward_the_target_kl(vail_trainer):
     beta1 = session.run(gail.beta)
     assert stats["gail/kl"] < 0.5
     assert stats["gail/beta"] == pytest.approx(beta0)  # the beta this update's loss used
-    assert beta1 == pytest.approx(max(0.0, beta0 + VAIL_ALPHA * (stats["gail/kl"] - 0.5)), abs=1e-7)
+    assert beta1 == pytest.approx(max(BETA_FLOOR, beta0 + VAIL_ALPHA * (stats["gail/kl"] - 0.5)), abs=1e-7)
     assert beta1 < beta0
     # A wide bottleneck (sigma = e^2) carries far more than 0.5 nats: beta grows.
     set_variable("gail/z_log_sigma", 2.0)
@@ -276,3 +276,92 @@ def test_gail_signal_class_is_registered():
     from trainers.reward_signals.factory import REGISTRY
 
     assert REGISTRY["gail"] is GAILRewardSignal and REGISTRY["curiosity"] is CuriosityRewardSignal
+
+
+def _kernel_rows(trainer, name):
+    variables = {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
+    return int(variables[name].shape[0])
+
+
+def test_gail_reads_done_and_actions_only_with_use_actions(demo_path, gail_trainer):
+    """ML-Agents' discriminator reads (obs, action, done) with ``use_actions`` and obs alone
+    without: ``done`` alone would let it tell policy from expert by episode ends."""
+    trainer = make_trainer({"extrinsic": ExtrinsicSettings(),
+                            "gail": GAILSettings(demo_path=demo_path, encoding_size=16)})
+    gail = trainer.signals["gail"]
+    assert tuple(gail.update_fields()) == ()
+    assert "done" not in trainer.optimizer.placeholders
+    assert not any("done" in key for key in gail.batch_placeholders())
+    # The first layer reads the 16-wide encoding only.
+    assert _kernel_rows(trainer, "gail/hidden/kernel") == 16
+    mb = policy_minibatch(trainer, 12, np.random.default_rng(8))
+    run_update(trainer, mb)
+    without_done = {k: v for k, v in mb.items() if k != "done"}
+    assert gail.evaluate(without_done, True).shape == (12,)
+    trainer.close()
+    # With actions: encoding + continuous (1) + one-hot branch (3) + done (1), and done matters.
+    assert _kernel_rows(gail_trainer, "gail/hidden/kernel") == 16 + 1 + 3 + 1
+    with_actions = gail_trainer.signals["gail"]
+    assert tuple(with_actions.update_fields()) == ("done",)
+    mb = policy_minibatch(gail_trainer, 12, np.random.default_rng(9))
+    flipped = dict(mb, done=1.0 - mb["done"])
+    assert not np.allclose(with_actions.evaluate(mb, True), with_actions.evaluate(flipped, True))
+
+
+def test_gail_reward_is_zero_before_the_first_update(gail_trainer):
+    gail = gail_trainer.signals["gail"]
+    mb = policy_minibatch(gail_trainer, 10, np.random.default_rng(10))
+    before = gail.evaluate(mb, has_updated=False)
+    assert before.shape == (10,) and before.dtype == np.float32 and not before.any()
+    assert gail.evaluate(mb, has_updated=True).all()
+
+
+def test_gail_value_targets_bootstrap_through_terminal_states(demo_path):
+    """TF release_1: GAIL (like curiosity) has no terminal states, so the last return of an
+    ended episode still adds gamma x V(next obs); the extrinsic return stops there."""
+    from trainers.trajectory import Trajectory
+
+    trainer = make_trainer({"extrinsic": ExtrinsicSettings(gamma=0.9),
+                            "gail": GAILSettings(demo_path=demo_path, encoding_size=16, gamma=0.8)})
+    trainer.has_updated = True
+    rng = np.random.default_rng(11)
+    n = 5
+    obs = [rng.uniform(-1, 1, (n, 3)).astype(np.float32)]
+    nxt = [rng.uniform(-1, 1, (1, 3)).astype(np.float32)]
+    info = trainer.policy.act(obs)
+    traj = Trajectory((0, 0), obs, nxt, info.raw_continuous, info.discrete, None, info.log_probs,
+                      rng.normal(size=n).astype(np.float32), done=True, interrupted=False)
+    trainer.process_trajectory(traj)
+    v_next = trainer.optimizer.evaluate_values(nxt)
+    buf = trainer.buffer
+    assert buf["extrinsic_returns"][-1] == pytest.approx(buf["extrinsic_rewards"][-1], abs=1e-6)
+    expected = buf["gail_rewards"][-1] + 0.8 * v_next["gail"][0]
+    assert abs(v_next["gail"][0]) > 1e-3  # the test can tell the two conventions apart
+    assert buf["gail_returns"][-1] == pytest.approx(expected, abs=1e-5)
+    trainer.close()
+
+
+def test_vail_kl_is_the_sum_of_both_sides_and_beta_has_a_floor(vail_trainer):
+    """ML-Agents' kl_loss adds the policy's and the expert's mean KL; beta stays >= 1e-7."""
+    trainer = vail_trainer
+    gail = trainer.signals["gail"]
+    session = trainer.policy.session
+    variables = {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
+
+    def set_variable(name, value):
+        var = variables[name]
+        var.load(np.full(var.shape, value, np.float32), session)
+
+    # mu = 0.3 on every row of both sides, sigma = 1: each side's KL is 0.5 x 128 x 0.09.
+    set_variable("gail/z_mean/kernel", 0.0)
+    set_variable("gail/z_mean/bias", 0.3)
+    set_variable("gail/z_log_sigma", 0.0)
+    mb = policy_minibatch(trainer, 16, np.random.default_rng(12))
+    stats = run_update(trainer, mb)
+    assert stats["gail/kl"] == pytest.approx(2 * 0.5 * Z_SIZE * 0.09, rel=1e-4)
+    # At the prior (KL ~ 0) a small beta would go negative: it stops at the floor.
+    set_variable("gail/z_mean/bias", 0.0)
+    gail.beta.load(1e-6, session)
+    stats = run_update(trainer, mb)
+    assert stats["gail/kl"] < 0.5
+    assert session.run(gail.beta) == pytest.approx(BETA_FLOOR, rel=1e-6)

@@ -1,8 +1,16 @@
 """GAIL (Ho & Ermon, 2016) and VAIL (Peng et al., 2018): reward looking like the expert.
 
-A discriminator ``D(s[, a], done)`` in variable scope ``<name>/`` learns to tell expert
-rows (from a `.demo` file) from the policy's rows; the policy is rewarded
+A discriminator ``D(s)`` (``D(s, a, done)`` with ``use_actions: true``, as ML-Agents: the
+episode-end flag goes in only beside the actions; alone it would let D tell policy from
+expert by where episodes end) in variable scope ``<name>/`` learns to tell expert rows
+(from a `.demo` file) from the policy's rows; the policy is rewarded
 ``-log(1 - D + 1e-7) x strength``, large where its rows look like the expert's.
+
+**Era: ML-Agents' TF trainer (release_1), our lineage.** The reward is zero until the
+first update (an untrained D's score is noise), and value targets do not stop at a true
+terminal state (``use_terminal_states = False``: the last value is bootstrapped even when
+the episode ended, since the imitation reward does not end with the episode). Late torch
+releases dropped the gate and zero the value at terminal states.
 
 **Update** (in the trainer's one ``sess.run`` per minibatch, as its own optimizer group):
 for a policy minibatch of ``B`` rows, `prepare_update` samples ``B`` expert rows (the
@@ -16,14 +24,15 @@ replacement (else without). The loss, masked means over the tower's policy rows:
         [+ beta x (KL - 0.5)]                                        (VAIL)
 
 with ``x_interp = u x expert + (1 - u) x policy`` row by row, ``u ~ U(0, 1)`` per row, over
-every input of D (observations, actions, done).
+every input of D (observations, and with ``use_actions`` actions and done).
 
 **VAIL** (``use_vail: true``) puts a stochastic bottleneck before the output:
 ``z ~ N(mu(h), sigma^2)`` with ``z`` of size 128 and a learned state-independent sigma;
-``KL = KL(N(mu, sigma^2) || N(0, I))`` averaged over the expert and the policy rows. The
-non-trainable variable ``gail_beta`` (initially 1) is updated in the same run, after the
-discriminator's apply: ``beta <- max(0, beta + 0.0005 x (KL - 0.5))`` with the
-tower-averaged KL, so the bottleneck carries about 0.5 nats. Training samples ``z``;
+``KL = mean_rows KL_policy + mean_rows KL_expert`` with ``KL_x = KL(N(mu(x), sigma^2) ||
+N(0, I))``: the *sum* of the two sides, as ML-Agents' ``kl_loss``. The non-trainable
+variable ``gail_beta`` (initially 1) is updated in the same run, after the discriminator's
+apply: ``beta <- max(1e-7, beta + 0.0005 x (KL - 0.5))`` with the tower-averaged KL, so
+the bottleneck carries about 0.5 nats. Training samples ``z``;
 rewards use ``z = mu`` (and so does the gradient penalty).
 
 Actions (``use_actions: true``) are compared in environment space (see `_features`).
@@ -52,6 +61,9 @@ if TYPE_CHECKING:
 
 GRADIENT_PENALTY_WEIGHT = 10.0
 REWARD_EPSILON = 1e-7
+#: VAIL's beta never falls below this (ML-Agents' ``make_beta``): a beta of exactly 0
+#: would switch the bottleneck's KL term off for good.
+BETA_FLOOR = 1e-7
 Z_SIZE = 128
 VAIL_ALPHA = 0.0005
 TARGET_MUTUAL_INFORMATION = 0.5
@@ -124,6 +136,8 @@ class DiscriminatorTensors:
 class GAILRewardSignal(RewardSignal):
     """The ``gail`` reward signal (VAIL with ``use_vail``)."""
 
+    use_terminal_states = False  # TF release_1 (module docstring)
+
     def __init__(self, name: str, settings: GAILSettings, policy: "Policy", seed: int = 0) -> None:
         super().__init__(name, settings, policy, seed)
         self.settings: GAILSettings = settings
@@ -151,7 +165,9 @@ class GAILRewardSignal(RewardSignal):
                 self._expert_actions = (
                     action_placeholders(spec.action_spec, "expert") if settings.use_actions else {}
                 )
-                self._expert_done = tf.placeholder(tf.float32, [None], name="done")
+                self._expert_done: Optional[tf.Tensor] = (
+                    tf.placeholder(tf.float32, [None], name="done") if settings.use_actions else None
+                )
             # The update's randomness is fed, drawn in prepare_update from the signal's own
             # generator: row i of the minibatch gets the same interpolation weight and the
             # same bottleneck noise whichever tower it lands on, so 1 and N towers give the
@@ -167,49 +183,53 @@ class GAILRewardSignal(RewardSignal):
             with tf.name_scope(f"{name}_evaluate"):
                 self._obs = obs_placeholders(spec, "obs")
                 self._actions = action_placeholders(spec.action_spec, "eval") if settings.use_actions else {}
-                self._done = tf.placeholder(tf.float32, [None], name="done")
-                features = self._policy_features(self._actions)
-                d = self._discriminate(self._obs, features, self._done, z_noise=None)
+                self._done = tf.placeholder(tf.float32, [None], name="done") if settings.use_actions else None
+                features = self._policy_features(self._actions, self._done)
+                d = self._discriminate(self._obs, features, z_noise=None)
                 self._reward = -tf.log(1.0 - d.estimate + REWARD_EPSILON) * self.strength
-        self._feed_keys: List[str] = (
-            [f"obs_{i}" for i in range(self._num_obs)] + list(self._actions) + ["done"]
+        done_key = ["done"] if settings.use_actions else []
+        self._feed_keys: List[str] = [f"obs_{i}" for i in range(self._num_obs)] + list(self._actions) + done_key
+        self._feed_list: List[tf.Tensor] = (
+            self._obs + list(self._actions.values()) + ([self._done] if self._done is not None else [])
         )
-        self._feed_list: List[tf.Tensor] = self._obs + list(self._actions.values()) + [self._done]
         self._evaluate_fn: Optional[FastCallable] = None
 
     # ------------------------------------------------------------------ graph
 
-    def _policy_features(self, actions: Mapping[str, tf.Tensor]) -> Optional[tf.Tensor]:
+    def _features(
+        self, actions: Mapping[str, tf.Tensor], done: Optional[tf.Tensor], raw_continuous: bool
+    ) -> Optional[tf.Tensor]:
+        """``[B, F + 1]``: action features then ``done``, or None without ``use_actions``."""
         if not self.settings.use_actions:
             return None
-        return action_features(
-            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=True
+        assert done is not None
+        act = action_features(
+            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous
         )
+        return tf.concat([act, done[:, None]], axis=1)
 
-    def _expert_features(self, actions: Mapping[str, tf.Tensor]) -> Optional[tf.Tensor]:
-        if not self.settings.use_actions:
-            return None
-        return action_features(
-            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=False
-        )
+    def _policy_features(self, actions: Mapping[str, tf.Tensor], done: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+        return self._features(actions, done, raw_continuous=True)
+
+    def _expert_features(self, actions: Mapping[str, tf.Tensor], done: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+        return self._features(actions, done, raw_continuous=False)
 
     def _discriminate(
         self,
         obs: Sequence[tf.Tensor],
-        actions: Optional[tf.Tensor],
-        done: tf.Tensor,
+        features: Optional[tf.Tensor],
         z_noise: Optional[tf.Tensor],
     ) -> DiscriminatorTensors:
-        """Builds (or reuses by name) D on ``obs`` ``[B, *shape_i]``, action features
-        ``[B, F]`` (None without ``use_actions``) and ``done`` ``[B]``. With VAIL, ``z``
-        is ``mean + sigma * z_noise`` (``[B, Z_SIZE]`` standard normal), or the mean when
-        ``z_noise`` is None (rewards, gradient penalty)."""
+        """Builds (or reuses by name) D on ``obs`` ``[B, *shape_i]`` and, with
+        ``use_actions``, ``features`` ``[B, F + 1]`` (actions then done; else None). With
+        VAIL, ``z`` is ``mean + sigma * z_noise`` (``[B, Z_SIZE]`` standard normal), or the
+        mean when ``z_noise`` is None (rewards, gradient penalty)."""
         spec = self.policy.spec
         units = self.settings.encoding_size
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
             encoded = build_body(obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder")
-            parts = [encoded] + ([actions] if actions is not None else []) + [done[:, None]]
-            hidden = dense(tf.concat(parts, axis=1), units, "hidden", swish)
+            joined = encoded if features is None else tf.concat([encoded, features], axis=1)
+            hidden = dense(joined, units, "hidden", swish)
             kl = None
             if self.settings.use_vail:
                 # Small initial means: the bottleneck starts near the prior (KL ~ 0).
@@ -225,14 +245,15 @@ class GAILRewardSignal(RewardSignal):
         return DiscriminatorTensors(logit, tf.nn.sigmoid(logit), kl)
 
     def update_fields(self) -> Sequence[str]:
-        return ("done",)
+        return ("done",) if self.settings.use_actions else ()
 
     def batch_placeholders(self) -> Mapping[str, tf.Tensor]:
         out: Dict[str, tf.Tensor] = {
             f"{self.name}_expert_obs_{i}": ph for i, ph in enumerate(self._expert_obs)
         }
         out.update({f"{self.name}_expert_{k}": ph for k, ph in self._expert_actions.items()})
-        out[f"{self.name}_expert_done"] = self._expert_done
+        if self._expert_done is not None:
+            out[f"{self.name}_expert_done"] = self._expert_done
         out[f"{self.name}_penalty_mix"] = self._mix
         out.update({f"{self.name}_z_noise_{side}": ph for side, ph in self._z_noise.items()})
         return out
@@ -245,15 +266,15 @@ class GAILRewardSignal(RewardSignal):
         policy_obs = [shard[f"obs_{i}"] for i in range(self._num_obs)]
         expert_obs = [shard[f"{self.name}_expert_obs_{i}"] for i in range(self._num_obs)]
         policy_act = self._policy_features(
-            {k: shard[k] for k in ("continuous_action", "discrete_action") if k in shard}
+            {k: shard[k] for k in ("continuous_action", "discrete_action") if k in shard}, shard.get("done")
         )
         expert_act = self._expert_features(
-            {k: shard[f"{self.name}_expert_{k}"] for k in self._expert_actions}
+            {k: shard[f"{self.name}_expert_{k}"] for k in self._expert_actions},
+            shard.get(f"{self.name}_expert_done"),
         )
-        policy_done, expert_done = shard["done"], shard[f"{self.name}_expert_done"]
         noise = {side: shard[f"{self.name}_z_noise_{side}"] for side in self._z_noise}
-        pol = self._discriminate(policy_obs, policy_act, policy_done, noise.get("policy"))
-        exp = self._discriminate(expert_obs, expert_act, expert_done, noise.get("expert"))
+        pol = self._discriminate(policy_obs, policy_act, noise.get("policy"))
+        exp = self._discriminate(expert_obs, expert_act, noise.get("expert"))
 
         # -log D(expert) - log(1 - D(policy)), with log(1 - sigmoid(l)) = log_sigmoid(-l).
         expert_term = safe_mean(tf.math.log_sigmoid(exp.logit))
@@ -261,8 +282,7 @@ class GAILRewardSignal(RewardSignal):
         discriminator_loss = -(expert_term + policy_term)
 
         penalty = self._gradient_penalty(
-            policy_obs, expert_obs, policy_act, expert_act, policy_done, expert_done, mask,
-            shard[f"{self.name}_penalty_mix"],
+            policy_obs, expert_obs, policy_act, expert_act, mask, shard[f"{self.name}_penalty_mix"]
         )
         loss = discriminator_loss + GRADIENT_PENALTY_WEIGHT * penalty
         stats: Dict[str, tf.Tensor] = {
@@ -273,7 +293,8 @@ class GAILRewardSignal(RewardSignal):
         }
         if self.beta is not None:
             assert pol.kl is not None and exp.kl is not None
-            kl = 0.5 * (masked_mean(pol.kl, mask) + safe_mean(exp.kl))
+            # ML-Agents' kl_loss: the sum of the two sides' mean KLs (not their average).
+            kl = masked_mean(pol.kl, mask) + safe_mean(exp.kl)
             loss = loss + self.beta * (kl - TARGET_MUTUAL_INFORMATION)
             stats["kl"] = kl
             stats["beta"] = tf.identity(self.beta)
@@ -286,8 +307,6 @@ class GAILRewardSignal(RewardSignal):
         expert_obs: Sequence[tf.Tensor],
         policy_act: Optional[tf.Tensor],
         expert_act: Optional[tf.Tensor],
-        policy_done: tf.Tensor,
-        expert_done: tf.Tensor,
         mask: tf.Tensor,
         u: tf.Tensor,
     ) -> tf.Tensor:
@@ -300,10 +319,9 @@ class GAILRewardSignal(RewardSignal):
 
         obs = [mix(e, p) for e, p in zip(expert_obs, policy_obs)]
         act = mix(expert_act, policy_act) if expert_act is not None and policy_act is not None else None
-        done = mix(expert_done, policy_done)
-        inputs = obs + ([act] if act is not None else []) + [done]
-        estimate = self._discriminate(obs, act, done, z_noise=None).estimate
-        squared = tf.zeros_like(done)
+        inputs = obs + ([act] if act is not None else [])
+        estimate = self._discriminate(obs, act, z_noise=None).estimate
+        squared = tf.zeros_like(u)
         for g in tf.gradients(estimate, inputs):
             if g is None:
                 continue
@@ -318,7 +336,7 @@ class GAILRewardSignal(RewardSignal):
         # After the discriminator's apply, and after this run's beta stat was read, so that
         # the reported beta is the one the loss used.
         with tf.control_dependencies([apply_op, stats["beta"]]):
-            new_beta = tf.maximum(self.beta + VAIL_ALPHA * (stats["kl"] - TARGET_MUTUAL_INFORMATION), 0.0)
+            new_beta = tf.maximum(self.beta + VAIL_ALPHA * (stats["kl"] - TARGET_MUTUAL_INFORMATION), BETA_FLOOR)
             return tf.assign(self.beta, new_beta, name="update_gail_beta").op
 
     def sample_expert_rows(self, n: int) -> np.ndarray:
@@ -342,7 +360,8 @@ class GAILRewardSignal(RewardSignal):
             feed[self._expert_actions["continuous_action"]] = self.expert.continuous_action[idx]
         if "discrete_action" in self._expert_actions:
             feed[self._expert_actions["discrete_action"]] = self.expert.discrete_action[idx]
-        feed[self._expert_done] = self.expert.done[idx]
+        if self._expert_done is not None:
+            feed[self._expert_done] = self.expert.done[idx]
         return feed
 
     @property
@@ -359,6 +378,8 @@ class GAILRewardSignal(RewardSignal):
     # ---------------------------------------------------------------- running
 
     def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
+        if not has_updated:  # TF release_1's gate: an untrained D's score is noise
+            return np.zeros(len(fields["obs_0"]), np.float32)
         if self._evaluate_fn is None:
             self._evaluate_fn = FastCallable(self.policy.session, [self._reward], self._feed_list)
         return np.asarray(self._evaluate_fn(*[fields[k] for k in self._feed_keys])[0], np.float32)
