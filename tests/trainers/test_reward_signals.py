@@ -365,3 +365,20 @@ def test_vail_kl_is_the_sum_of_both_sides_and_beta_has_a_floor(vail_trainer):
     stats = run_update(trainer, mb)
     assert stats["gail/kl"] < 0.5
     assert session.run(gail.beta) == pytest.approx(BETA_FLOOR, rel=1e-6)
+
+
+def test_curiosity_reads_raw_observations_not_the_normaliser():
+    """ML-Agents' ICM encodes raw observations: moving the policy's normaliser must not
+    change the curiosity reward of the same transitions (drift is not novelty)."""
+    settings = small_settings()
+    settings = replace(settings, network_settings=replace(settings.network_settings, normalize=True),
+                       reward_signals={"extrinsic": ExtrinsicSettings(),
+                                       "curiosity": CuriositySettings(encoding_size=8)})
+    trainer = PPOTrainer("B", SPEC, settings, StatsReporter("B", []), 0)
+    curiosity = trainer.signals["curiosity"]
+    mb = policy_minibatch(trainer, 10, np.random.default_rng(13))
+    before = curiosity.evaluate(mb, has_updated=True)
+    trainer.policy.update_normalization([np.random.default_rng(14).normal(50.0, 10.0, (200, 3)).astype(np.float32)])
+    after = curiosity.evaluate(mb, has_updated=True)
+    np.testing.assert_allclose(after, before, rtol=1e-6)
+    trainer.close()

@@ -2,8 +2,9 @@
 
 Networks (variable scope ``<name>/``, trained by their own Adam inside the one update run):
 
-* encoder ``phi``: observations -> ``[B, encoding_size]`` (the policy's normalisers and
-  visual encoder type, two swish layers); the same weights encode ``s`` and ``s'``;
+* encoder ``phi``: *raw* observations (never the policy's normaliser, as ML-Agents) ->
+  ``[B, encoding_size]`` (the policy's visual encoder type, two swish layers); the same
+  weights encode ``s`` and ``s'``;
 * inverse model: ``[phi(s), phi(s')]`` -> the action taken (continuous: squared error in
   environment space, summed over dimensions; discrete: cross-entropy, summed over
   branches). It shapes ``phi`` to keep what the agent controls;
@@ -106,10 +107,11 @@ class CuriosityRewardSignal(RewardSignal):
         spec = self.policy.spec
         action_spec = spec.action_spec
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
-            phi = build_body(obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder")
-            phi_next = build_body(
-                next_obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder"
-            )
+            # Raw observations, as ML-Agents' ICM: through the policy's normaliser, its drift
+            # would change phi(s) under a fixed state and show up as novelty.
+            raw = [None] * len(spec.observation_specs)
+            phi = build_body(obs, spec.observation_specs, self._network, raw, "encoder")
+            phi_next = build_body(next_obs, spec.observation_specs, self._network, raw, "encoder")
             actions = action_features(action_spec, continuous, discrete, raw_continuous=True)
 
             with tf.variable_scope("inverse"):
