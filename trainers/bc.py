@@ -3,8 +3,9 @@
 `BCModule` is built in the policy's graph when the trainer is constructed (before the
 graph is finalised): an actor copy on its own placeholders (same weights as the policy,
 by variable name), the loss, and its own Adam. After the PPO epochs of every update the
-trainer calls `BCModule.update`: ``num_epoch`` passes over ``samples_per_update`` demo rows
-(0: the whole demo) in minibatches of ``batch_size`` — a separate pass with its own
+trainer calls `BCModule.update`: ``num_epoch`` passes, each over the first
+``samples_per_update`` rows (0: all) of a fresh shuffle of the whole demo, in minibatches
+of ``batch_size`` — a separate pass with its own
 ``sess.run`` per minibatch, by design (ML-Agents runs it after the policy update too).
 
 **Loss.** Discrete: cross-entropy of the expert's action, summed over branches (masked
@@ -119,11 +120,12 @@ class BCModule:
                 self.policy.session, [self.loss], self._feed_list, targets=[self._train_op]
             )
         n = self.samples_per_update
-        rows = self._rng.permutation(len(self.expert))[:n]
         batch = min(self.batch_size, n)
         losses = []
         for _ in range(self.num_epoch):
-            order = self._rng.permutation(rows)
+            # As ML-Agents: every epoch reshuffles the *whole* demo and takes its first
+            # ``samples_per_update`` rows (not one subset drawn once per update).
+            order = self._rng.permutation(len(self.expert))
             for b in range(n // batch):
                 idx = order[b * batch : (b + 1) * batch]
                 feeds = [o[idx] for o in self.expert.obs]

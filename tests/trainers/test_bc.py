@@ -93,6 +93,27 @@ def test_samples_per_update_and_batch_size(demo):
     t.close()
 
 
+def test_each_epoch_reshuffles_the_whole_demo(tmp_path):
+    """ML-Agents: with samples_per_update > 0 every epoch takes the first rows of a fresh
+    shuffle of the *whole* demo, so one update sees more than samples_per_update rows."""
+    path = tmp_path / "unique.demo"
+    with DemoWriter(str(path), "bc", "B", SPEC) as w:
+        for t in range(48):
+            obs = np.array([t / 48.0, 1.0], np.float32)
+            w.add_step([obs], *expert_action(obs), reward=0.0, done=(t % 8 == 7), agent_id=0)
+    t = make_trainer(str(path), samples_per_update=8, batch_size=8, num_epoch=6)
+    bc = t.bc
+    bc.update(0)  # builds the callable
+    seen = []
+    inner = bc._update_fn
+    bc._update_fn = lambda *feeds: (seen.extend(np.round(feeds[0][:, 0] * 48).astype(int)), inner(*feeds))[1]
+    bc.update(0)
+    assert len(seen) == 6 * 8
+    assert len(set(seen)) > 8  # one subset drawn per update would give exactly 8
+    assert all(len(set(seen[i : i + 8])) == 8 for i in range(0, 48, 8))  # no repeats in an epoch
+    t.close()
+
+
 def test_trainer_runs_bc_after_the_ppo_epochs(trainer):
     rng = np.random.default_rng(1)
     n = 64

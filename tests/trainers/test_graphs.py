@@ -234,6 +234,21 @@ def test_update_is_one_session_run_per_minibatch_and_changes_every_network():
     trainer.close()
 
 
+def test_update_waits_for_more_than_buffer_size_rows_and_adam_epsilon_is_tf_default():
+    """ML-Agents updates when the buffer holds *more* than buffer_size rows; its PPO Adam
+    uses TensorFlow's default epsilon, 1e-8."""
+    spec = make_spec(1, ())
+    trainer = make_trainer(spec, small_settings(batch_size=16, buffer_size=64))
+    rng = np.random.default_rng(6)
+    trainer.buffer.add_fields(_minibatch(spec, trainer, 64, rng))
+    assert not trainer.ready_to_update
+    trainer.buffer.add_fields(_minibatch(spec, trainer, 1, rng))
+    assert trainer.ready_to_update
+    group = [g for g in trainer.optimizer.groups if g.name == "ppo"][0]
+    assert group.optimizer._epsilon == 1e-8
+    trainer.close()
+
+
 def test_shared_critic_puts_value_heads_on_the_actor_body():
     from dataclasses import replace
 

@@ -23,6 +23,7 @@ from trainers.tf.session import UPDATE_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 CRITIC_SCOPE = "critic"
+ADAM_EPSILON = 1e-8
 
 
 def schedule(initial: float, kind: str, step: tf.Tensor, max_steps: int, final: float) -> tf.Tensor:
@@ -87,7 +88,8 @@ class PPOOptimizer:
                     self.signal_placeholders[key] = ph
             groups = [
                 OptimizerGroup(
-                    "ppo", tf.train.AdamOptimizer(self.learning_rate, epsilon=1e-5), (POLICY_SCOPE + "/", CRITIC_SCOPE + "/")
+                    # TF's default epsilon (1e-8), as ML-Agents' PPO optimizer.
+                    "ppo", tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON), (POLICY_SCOPE + "/", CRITIC_SCOPE + "/")
                 )
             ]
             self._signal_groups: Dict[str, str] = {}

@@ -142,7 +142,9 @@ class PPOTrainer:
 
     @property
     def ready_to_update(self) -> bool:
-        return self.buffer.num_experiences >= self.settings.hyperparameters.buffer_size
+        """ML-Agents' rule: update once the buffer holds *more* than ``buffer_size`` rows
+        (the whole buffer is then used, in ``rows // batch_size`` minibatches per epoch)."""
+        return self.buffer.num_experiences > self.settings.hyperparameters.buffer_size
 
     def update(self) -> Dict[str, float]:
         """``num_epoch`` shuffled passes, **one** ``sess.run`` per minibatch; clears the buffer.
