@@ -119,6 +119,8 @@ def _info(path: str, as_json: bool) -> int:
     ]
     for i, o in enumerate(summary["observations"]):
         lines.append(f"  {i}: {o['kind']:<6} {tuple(o['shape'])}  {o['name']}")
+    if not summary["observations"]:
+        lines.append("  none: the records carry no observation data")
     lines.append(
         "Actions:       " + format_action_spec(ActionSpec(actions["continuous"], tuple(actions["discrete_branches"])))
     )

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -431,6 +431,9 @@ class _ObsPlan:
     proto_shape: Tuple[int, ...]
     spec: ObservationSpec
     channels_first: bool  # proto shape is (C, H, W)
+    #: Legacy records only: the observation is ``observations[index]`` (field 13, the
+    #: compressed observations of ML-Agents 0.11) rather than a field-2 PNG or the vector.
+    in_observations: bool = False
 
 
 def _action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
@@ -495,39 +498,32 @@ class _Decoder:
                 s = ObservationSpec((vector,), "vector_observation", ObservationKind.VECTOR)
                 plans.append(_ObsPlan(-1, (vector,), s, False))
                 specs.append(s)
+            # ML-Agents 0.11 wrote a legacy record's images as compressed observations
+            # (field 13) and took their shapes from the first record, whatever the behavior
+            # parameters declared (often no camera at all): so do we.
+            try:
+                compressed = pb.AgentInfoProto.FromString(first).observations
+            except DecodeError as e:
+                raise _RecordError(f"corrupt first record ({e})") from None
+            from_record = [replace(p, in_observations=True) for p in _plans_from_observations(compressed)]
+            if from_record:
+                plans = from_record + [p for p in plans if p.index < 0]
+                specs = [p.spec for p in plans]
             if not specs:
-                raise _BrainError("no observations declared (no vector size, no camera)")
+                raise _BrainError("no observations declared (no vector size, no camera) and none in the first record")
             spec = BehaviorSpec(tuple(specs), action_spec)
-            return _Decoder(record_format, spec, plans, 0, vector, len(brain.camera_resolutions))
+            cameras = 0 if from_record else len(brain.camera_resolutions)
+            return _Decoder(record_format, spec, plans, len(compressed) if from_record else 0, vector, cameras)
 
         try:
             pair = pb.AgentInfoActionPairProto.FromString(first)
         except DecodeError as e:
             raise _RecordError(f"corrupt first record ({e})") from None
         observations = pair.agent_info.observations
-        plans = []
-        for i, o in enumerate(observations):
-            shape = tuple(int(s) for s in o.shape)
-            if any(s < 0 for s in shape):
-                raise _RecordError(f"observation {i} has shape {list(shape)}")
-            if int(np.prod(shape)) == 0:
-                continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
-            name = o.name or f"obs_{i}"
-            if len(shape) == 1:
-                plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
-            elif len(shape) == 3:
-                png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
-                channels_first = _channels_first(shape, list(o.dimension_properties), png)
-                c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
-                spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
-                plans.append(_ObsPlan(i, shape, spec_i, channels_first))
-            else:
-                raise _RecordError(
-                    f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
-                    "visual (3-D) observations are supported"
-                )
-        if not plans:
-            raise _RecordError("the first record has no observations")
+        # Shapes come from the first record. A file whose records carry no observation data
+        # at all (ExpertGrid of 0.12: only an empty sensor, its camera never recorded) has no
+        # observations; ML-Agents read it as a zero-width vector observation.
+        plans = _plans_from_observations(observations)
         spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)
         return _Decoder(record_format, spec, plans, len(observations), 0, 0)
 
@@ -562,40 +558,47 @@ class _Decoder:
                 f"{len(info.visual_observations)} visual observations, the behavior parameters declare "
                 f"{self.legacy_cameras} cameras"
             )
+        if any(p.in_observations for p in self.plans):
+            self._check_observation_count(info)
         out = []
         for plan in self.plans:
-            if plan.index < 0:
+            if plan.in_observations:
+                out.append(self._observation(info.observations[plan.index], plan))
+            elif plan.index < 0:
                 out.append(np.asarray(info.stacked_vector_observation, dtype=np.float32))
             else:
                 out.append(_decode_image(info.visual_observations[plan.index], (), plan.spec.shape, plan.index))
         return out
 
-    def _pair_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
+    def _check_observation_count(self, info: "pb.AgentInfoProto") -> None:
         if len(info.observations) != self.n_record_obs:
             raise _RecordError(f"{len(info.observations)} observations, the first record has {self.n_record_obs}")
-        out = []
-        for plan in self.plans:
-            o = info.observations[plan.index]
-            shape = tuple(o.shape)
-            if shape != plan.proto_shape:
-                raise _RecordError(
-                    f"observation {plan.index} has shape {list(shape)}, the first record {list(plan.proto_shape)}"
-                )
-            if o.compression_type == pb.COMPRESSION_TYPE_PNG:
-                if plan.spec.kind != ObservationKind.VISUAL:
-                    raise _RecordError(f"observation {plan.index} is a PNG but has shape {list(shape)}")
-                out.append(_decode_image(o.compressed_data, o.compressed_channel_mapping, plan.spec.shape, plan.index))
-            elif o.compression_type == pb.COMPRESSION_TYPE_NONE:
-                values = np.asarray(o.float_data.data, dtype=np.float32)
-                if values.size != int(np.prod(shape)):
-                    raise _RecordError(f"observation {plan.index} has {values.size} values for shape {list(shape)}")
-                values = values.reshape(shape)
-                if plan.spec.kind == ObservationKind.VISUAL and plan.channels_first:
-                    values = values.transpose(1, 2, 0)
-                out.append(np.ascontiguousarray(values))
-            else:
-                raise _RecordError(f"observation {plan.index} has unknown compression type {int(o.compression_type)}")
-        return out
+
+    def _pair_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
+        self._check_observation_count(info)
+        return [self._observation(info.observations[plan.index], plan) for plan in self.plans]
+
+    @staticmethod
+    def _observation(o: "pb.ObservationProto", plan: _ObsPlan) -> np.ndarray:
+        """One ``ObservationProto`` -> its spec-shaped float32 array."""
+        shape = tuple(o.shape)
+        if shape != plan.proto_shape:
+            raise _RecordError(
+                f"observation {plan.index} has shape {list(shape)}, the first record {list(plan.proto_shape)}"
+            )
+        if o.compression_type == pb.COMPRESSION_TYPE_PNG:
+            if plan.spec.kind != ObservationKind.VISUAL:
+                raise _RecordError(f"observation {plan.index} is a PNG but has shape {list(shape)}")
+            return _decode_image(o.compressed_data, o.compressed_channel_mapping, plan.spec.shape, plan.index)
+        if o.compression_type == pb.COMPRESSION_TYPE_NONE:
+            values = np.asarray(o.float_data.data, dtype=np.float32)
+            if values.size != int(np.prod(shape)):
+                raise _RecordError(f"observation {plan.index} has {values.size} values for shape {list(shape)}")
+            values = values.reshape(shape)
+            if plan.spec.kind == ObservationKind.VISUAL and plan.channels_first:
+                values = values.transpose(1, 2, 0)
+            return np.ascontiguousarray(values)
+        raise _RecordError(f"observation {plan.index} has unknown compression type {int(o.compression_type)}")
 
     def _pair_actions(self, action: "pb.AgentActionProto") -> Tuple[np.ndarray, np.ndarray]:
         a = self.spec.action_spec
@@ -632,6 +635,33 @@ class _Decoder:
             if not 0 <= v < b:
                 raise _RecordError(f"discrete action {v} out of range for branch {i} of size {b}")
         return disc.astype(np.int32)
+
+
+def _plans_from_observations(observations: Sequence["pb.ObservationProto"]) -> List[_ObsPlan]:
+    """One plan per non-empty observation of a record (an empty sensor, e.g. a vector
+    sensor of size 0, carries nothing); vector (1-D) and visual (3-D) only."""
+    plans = []
+    for i, o in enumerate(observations):
+        shape = tuple(int(s) for s in o.shape)
+        if any(s < 0 for s in shape):
+            raise _RecordError(f"observation {i} has shape {list(shape)}")
+        if int(np.prod(shape)) == 0:
+            continue
+        name = o.name or f"obs_{i}"
+        if len(shape) == 1:
+            plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
+        elif len(shape) == 3:
+            png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
+            channels_first = _channels_first(shape, list(o.dimension_properties), png)
+            c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
+            spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
+            plans.append(_ObsPlan(i, shape, spec_i, channels_first))
+        else:
+            raise _RecordError(
+                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
+                "visual (3-D) observations are supported"
+            )
+    return plans
 
 
 def _channels_first(shape: Tuple[int, ...], dims: List[int], png: bytes = b"") -> bool:

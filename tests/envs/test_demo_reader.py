@@ -30,6 +30,11 @@ EXPECTED: Dict[str, Tuple] = {
     "ExpertBasic__979acb95.demo": ("pair", 73, 11, "BasicLearning", [(20,)], ActionSpec(0, (3,)), 0),
     "testhybridvis__63e810be.demo": (
         "pair+action_spec", 25, 1, "VisualFoodCollector?team=0", [(84, 84, 3), (1,)], ActionSpec(3, (2,)), 26),
+    # Legacy records carrying their image as a field-13 observation; the brain declares none.
+    "testdcvis__3933a392.demo": (
+        "legacy", 38, 1, "VisualFoodCollectorLearning", [(84, 84, 3)], ActionSpec(0, (3, 3, 3, 2)), 13),
+    # Every record holds only an empty sensor: no observation data was recorded.
+    "ExpertGrid__826fc632.demo": ("pair", 326, 97, "GridWorldLearning", [], ActionSpec(0, (5,)), 0),
 }
 LEGACY = {f for f, e in EXPECTED.items() if e[0] == "legacy"}
 
@@ -60,7 +65,10 @@ def test_real_file_loads_with_manifest_counts(demos, name):
     assert demo.info.record_format == fmt
     assert demo.info.number_steps == steps
     assert demo.info.number_episodes == episodes
-    assert demo.episode_count == episodes  # counted from the rows, not copied from the meta
+    # Counted from the rows, not copied from the meta. Unity's recorder adds one episode when
+    # it closes the file, so a recording that stops right after an episode's done record
+    # (ExpertGrid) declares one (empty) episode more than its rows hold.
+    assert demo.episode_count == episodes - int(demo.done[-1])
     assert demo.info.behavior_name == behavior
     assert [o.shape for o in demo.behavior_spec.observation_specs] == shapes
     assert demo.behavior_spec.action_spec == action_spec
@@ -94,6 +102,8 @@ def _raw_observations(record: bytes, legacy: bool) -> List[np.ndarray]:
         out = []
         for png in top.get(2, []):
             out.append(np.asarray(Image.open(io.BytesIO(png)), np.float32) / 255.0)
+        for raw in top.get(13, []):  # ML-Agents 0.11: images as compressed observations
+            out.append(np.asarray(Image.open(io.BytesIO(fields(raw)[3][0])).convert("RGB"), np.float32) / 255.0)
         if 1 in top:
             out.append(np.array(packed_floats(top[1][0]), np.float32))
         return out
@@ -400,3 +410,51 @@ def test_unsupported_and_inconsistent_records(tmp_path):
     act = pb.AgentActionProto(vector_actions=[5])
     path = _craft(tmp_path / "a.demo", brain, [pb.AgentInfoActionPairProto(agent_info=good, action_info=act)] * 2)
     assert "record 0: discrete action 5 out of range for branch 0 of size 2" in _error(path)
+
+
+def test_observation_shapes_come_from_the_records_when_the_brain_declares_none(tmp_path):
+    """The rule behind testdcvis__3933a392 and ExpertGrid__826fc632: a legacy record's images
+    may be compressed observations (field 13, ML-Agents 0.11) whose shapes only the first
+    record gives; records that carry no observation data give a demo without
+    observations (ML-Agents read it as a zero-width vector) instead of an error."""
+    from envs.demo import demonstration_pb2 as pb
+
+    img = np.zeros((5, 6, 3), np.uint8)
+    img[..., 1] = 200
+    brain = pb.BrainParametersProto(vector_observation_size=2, vector_action_size=[4], brain_name="L")
+    records = []
+    for t in range(3):
+        info = pb.AgentInfoProto(stacked_vector_observation=[t, -t], stored_vector_actions=[t] if t else [], id=3)
+        o = info.observations.add(shape=[5, 6, 3], compression_type=pb.COMPRESSION_TYPE_PNG)
+        o.compressed_data = encode_png(img)
+        records.append(info)
+    demo = load_demonstration(_craft(tmp_path / "l11.demo", brain, records))
+    assert demo.info.record_format == "legacy"
+    assert [(o.shape, o.kind) for o in demo.behavior_spec.observation_specs] == [
+        ((5, 6, 3), ObservationKind.VISUAL), ((2,), ObservationKind.VECTOR)]
+    np.testing.assert_allclose(demo.obs[0][1, 0, 0], [0.0, 200 / 255, 0.0], atol=1e-6)
+    np.testing.assert_array_equal(demo.obs[1][:, 0], [0, 1])
+    np.testing.assert_array_equal(demo.discrete_actions[:, 0], [1, 2])
+    # A later record without the image is inconsistent: one clear error.
+    records[2].ClearField("observations")
+    assert "record 2: 0 observations, the first record has 1" in _error(_craft(tmp_path / "bad.demo", brain, records))
+
+    # Pair era, only empty sensors in every record: loads, without observations.
+    brain = pb.BrainParametersProto(vector_action_size=[5], brain_name="Grid")
+    brain.camera_resolutions.add(width=84, height=84)
+    pairs = []
+    for t in range(4):
+        info = pb.AgentInfoProto(id=7, reward=float(t), done=t == 2)
+        info.observations.add(shape=[0])
+        pairs.append(pb.AgentInfoActionPairProto(agent_info=info, action_info=pb.AgentActionProto(vector_actions=[t])))
+    demo = load_demonstration(_craft(tmp_path / "grid.demo", brain, pairs))
+    assert demo.behavior_spec.observation_specs == () and demo.obs == []
+    assert len(demo) == 3 and demo.discrete_actions[:, 0].tolist() == [1, 2, 3]
+    assert demo.episode_count == 2
+    with pytest.raises(DemoError, match=r"0 vs 1 observations"):
+        check_demo_spec(demo, "Grid", BehaviorSpec((ObservationSpec((84, 84, 3), "cam", ObservationKind.VISUAL),),
+                                                   ActionSpec(0, (5,))))
+    # A legacy file with nothing declared and nothing recorded is still refused.
+    brain = pb.BrainParametersProto(vector_action_size=[2], brain_name="E")
+    empty = [pb.AgentInfoProto(id=1, stored_vector_actions=[1])] * 2
+    assert "no observations declared" in _error(_craft(tmp_path / "none.demo", brain, empty))
