@@ -214,21 +214,25 @@ class TrainerController:
         b = self.behaviors[name]
         trainer = b.trainer
         prefix = trainer.save(b.checkpoint_dir)
-        if self.on_checkpoint is not None:
-            self.on_checkpoint(trainer, prefix)
+        # The status follows the checkpoint at once (atomically: a temporary file, then a
+        # rename), before the slow exports; older checkpoints go only once the status no
+        # longer lists them. A run killed anywhere keeps a resumable checkpoint (and
+        # --resume also finds a complete checkpoint the status does not list yet).
         reward = b.stats.get_stats_summaries("Environment/Cumulative Reward")
         entry = CheckpointEntry(trainer.step, prefix, time.time(), reward.mean if reward.num else None)
         dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
+        self.status.set_step(name, trainer.step)
+        self.status.set_episodes(name, trainer.episodes)
+        self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
+        self._save_status()
         for old in dropped:
             trainer.delete_checkpoint(old.file_path)
             for ext in ("pb", "onnx"):
                 exported = os.path.join(b.checkpoint_dir, f"{behavior_dir_name(name)}-{old.steps}.{ext}")
                 if os.path.exists(exported):
                     os.remove(exported)
-        self.status.set_step(name, trainer.step)
-        self.status.set_episodes(name, trainer.episodes)
-        self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
-        self._save_status()
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(trainer, prefix)
         return entry
 
     def _save_status(self) -> None:

@@ -98,15 +98,8 @@ def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], c
     return chosen
 
 
-def _latest_checkpoint(run_dir: str, behavior: str, status: Any) -> Optional[str]:
-    """The newest kept checkpoint of ``behavior``, found inside ``run_dir`` (the status may
-    hold paths relative to where training ran, or the run may have moved since)."""
-    from trainers.stats import behavior_dir_name
-
-    checkpoints = status.get_checkpoints(behavior)
-    if not checkpoints:
-        return None
-    return os.path.join(run_dir, behavior_dir_name(behavior), os.path.basename(checkpoints[-1].file_path))
+def _warn(message: str) -> None:
+    print(f"[WARNING] {message}", flush=True)
 
 
 def _export_formats() -> tuple:
@@ -159,6 +152,7 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
 def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
     """Builds envs, trainers and the controller from resolved options; returns exit code."""
     from envs.env_manager import make_env_manager
+    from trainers.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
     from trainers.controller import TrainerController
     from trainers.ppo.trainer import PPOTrainer
     from trainers.settings import write_resolved_config
@@ -195,6 +189,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     )
     trainers: Dict[str, PPOTrainer] = {}
     reporters: Dict[str, StatsReporter] = {}
+    restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
     try:
         specs = env.behavior_specs
         for name in options.behaviors:
@@ -206,14 +201,11 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         os.makedirs(run_dir, exist_ok=True)
         write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
         resumed = ckpt.resume and bool(status.behaviors)
-        # A resumed run continues its clock and its TensorBoard curves from the checkpoint.
+        # A resumed run continues its clock and its TensorBoard curves from the checkpoint
+        # (its step is known once it is restored, below, before anything is written).
         elapsed = max((status.get_elapsed_seconds(n) for n in status.behaviors), default=0.0) if resumed else 0.0
-        resume_step = min(status.get_step(n) for n in status.behaviors) if resumed else None
-        writers = [
-            ConsoleWriter(start_time=time.time() - elapsed),
-            TensorboardWriter(run_dir, resume_step=resume_step),
-            CSVWriter(run_dir),
-        ]
+        tensorboard = TensorboardWriter(run_dir)
+        writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
         for name, spec in specs.items():
             settings = options.behavior_settings(name)
             if settings.trainer_type != "ppo":
@@ -226,21 +218,35 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
             if model is not None:
                 _load_onnx_policy(trainer, model, name, spec, len(specs))
             elif ckpt.resume or ckpt.inference:
-                prefix = _latest_checkpoint(run_dir, name, status)
-                if prefix is not None:
-                    trainer.load(prefix)
+                # Any complete checkpoint on disk, even one the status file does not list
+                # yet (a run killed right after writing it); half-written ones are skipped.
+                candidates = checkpoint_candidates(run_dir, name, status)
+                found = restore_newest(trainer, candidates, _warn)
+                if found is None and candidates and ckpt.resume:
+                    raise CheckpointError(
+                        f"{run_dir}: no checkpoint of behavior {name} restores ({len(candidates)} found, "
+                        f"all incomplete or corrupt; newest {candidates[0][1]})"
+                    )
+                if found is not None:
                     trainer.episodes = status.get_episodes(name) if ckpt.resume else 0
+                    if ckpt.resume:
+                        restored[name] = found[0]
+                        adopt_checkpoint(status, name, *found)
                 elif ckpt.resume:
                     raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to resume from")
             elif init_status is not None:
-                prefix = _latest_checkpoint(init_dir, name, init_status)
-                if prefix is None:
+                found = restore_newest(
+                    trainer, checkpoint_candidates(init_dir, name, init_status), _warn, reset_step=True
+                )
+                if found is None:
                     raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
-                trainer.load(prefix, reset_step=True)
             elif settings.init_path:
                 trainer.load(settings.init_path, reset_step=True)
             if ckpt.inference:
                 trainer.step = 0
+        if restored:
+            tensorboard.resume_from(min(restored.values()))
+        for name in trainers:  # after resume_from: the first event opens the event file
             reporters[name].add_property("hyperparameters", options.behavior_settings(name))
         controller = TrainerController(
             env,

@@ -252,6 +252,11 @@ class TensorboardWriter(StatsWriter):
         self._files: Dict[str, _EventFile] = {}
         self._lock = threading.Lock()
 
+    def resume_from(self, step: int) -> None:
+        """Sets ``resume_step`` after construction (the step of the checkpoint a resumed run
+        restored); it applies to the event files opened from now on."""
+        self._resume_step = int(step)
+
     def _file(self, category: str) -> _EventFile:
         if category not in self._files:
             events = _EventFile(os.path.join(self._base_dir, behavior_dir_name(category)))
