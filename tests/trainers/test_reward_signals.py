@@ -56,6 +56,21 @@ def policy_minibatch(trainer, n, rng):
     return mb
 
 
+def trainable_variables(trainer):
+    return {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
+
+
+def variable_setter(trainer):
+    """``set(name, value)``: fills a trainable variable with ``value``."""
+    variables = trainable_variables(trainer)
+
+    def set_variable(name, value):
+        var = variables[name]
+        var.load(np.full(var.shape, value, np.float32), trainer.policy.session)
+
+    return set_variable
+
+
 def run_update(trainer, mb, step=0):
     feed = {}
     for signal in trainer.signals.values():
@@ -164,12 +179,7 @@ def test_vail_beta_moves_toward_the_target_kl(vail_trainer):
     trainer = vail_trainer
     gail = trainer.signals["gail"]
     session = trainer.policy.session
-    variables = {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
-
-    def set_variable(name, value):
-        var = variables[name]
-        var.load(np.full(var.shape, value, np.float32), session)
-
+    set_variable = variable_setter(trainer)
     mb = policy_minibatch(trainer, 32, np.random.default_rng(4))
     # The bottleneck at the prior (mu = 0, sigma = 1) carries ~0 nats: beta relaxes.
     set_variable("gail/z_mean/kernel", 0.0)
@@ -279,8 +289,7 @@ def test_gail_signal_class_is_registered():
 
 
 def _kernel_rows(trainer, name):
-    variables = {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
-    return int(variables[name].shape[0])
+    return int(trainable_variables(trainer)[name].shape[0])
 
 
 def test_gail_reads_done_and_actions_only_with_use_actions(demo_path, gail_trainer):
@@ -346,12 +355,7 @@ def test_vail_kl_is_the_sum_of_both_sides_and_beta_has_a_floor(vail_trainer):
     trainer = vail_trainer
     gail = trainer.signals["gail"]
     session = trainer.policy.session
-    variables = {v.op.name: v for v in trainer.policy.graph.get_collection("trainable_variables")}
-
-    def set_variable(name, value):
-        var = variables[name]
-        var.load(np.full(var.shape, value, np.float32), session)
-
+    set_variable = variable_setter(trainer)
     # mu = 0.3 on every row of both sides, sigma = 1: each side's KL is 0.5 x 128 x 0.09.
     set_variable("gail/z_mean/kernel", 0.0)
     set_variable("gail/z_mean/bias", 0.3)
