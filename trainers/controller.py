@@ -228,12 +228,16 @@ class TrainerController:
         for old in dropped:
             trainer.delete_checkpoint(old.file_path)
             for ext in ("pb", "onnx"):
-                exported = os.path.join(b.checkpoint_dir, f"{behavior_dir_name(name)}-{old.steps}.{ext}")
+                exported = self._exported_path(name, old.steps, ext)
                 if os.path.exists(exported):
                     os.remove(exported)
         if self.on_checkpoint is not None:
             self.on_checkpoint(trainer, prefix)
         return entry
+
+    def _exported_path(self, name: str, step: int, ext: str) -> str:
+        """``<Behavior>-<step>.<ext>`` beside the behavior's checkpoints."""
+        return os.path.join(self.behaviors[name].checkpoint_dir, f"{behavior_dir_name(name)}-{step}.{ext}")
 
     def _save_status(self) -> None:
         os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
@@ -246,6 +250,11 @@ class TrainerController:
                 kept = self.status.get_checkpoints(name)
                 if kept and kept[-1].steps == b.trainer.step:
                     final = kept[-1]  # just saved at this step
+                    if self.on_checkpoint is not None and not os.path.exists(
+                        self._exported_path(name, final.steps, "pb")
+                    ):  # resumed from a run killed before it exported this checkpoint
+                        prefix = os.path.join(b.checkpoint_dir, os.path.basename(final.file_path))
+                        self.on_checkpoint(b.trainer, prefix)
                 else:
                     final = self.save_checkpoint(name)
                 self.status.set_final_checkpoint(name, final)

@@ -85,6 +85,8 @@ def check_resume(run_cli, config: str, run_id: str, expected: Optional[int]) -> 
     with open(os.path.join(run_cli.results, run_id, "run_logs", "training_status.json")) as f:
         status = json.load(f)["behaviors"]["Simple"]
     assert status["step"] == 300
+    behavior_dir = os.path.join(run_cli.results, run_id, "Simple")
+    assert {"Simple.pb", "Simple-300.pb"} <= set(os.listdir(behavior_dir))  # exports caught up
     for entry in status["checkpoints"]:
         assert os.path.exists(os.path.join(run_cli.results, run_id, "Simple", os.path.basename(entry["file_path"])) + ".index")
     return out
