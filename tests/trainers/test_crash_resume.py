@@ -127,3 +127,5 @@ def test_killed_at_every_file_event_resumes(run_cli, config, tmp_path):
         assert len(events) == n and events == reference[:n]
         complete = complete_checkpoints(events)
         check_resume(run_cli, config, f"kill{n}", max(complete) if complete else None)
+        print(f"killed before event {n}/{len(reference)} ({events[-1]}): resumed from "
+              f"{max(complete) if complete else 'nothing (clear error)'}", flush=True)
