@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -315,6 +316,48 @@ def start_in_thread(game: FakeGame) -> threading.Thread:
     thread = threading.Thread(target=game.run, name="fake-unity", daemon=True)
     thread.start()
     return thread
+
+
+def free_port(n: int = 1) -> int:
+    """A base port with ``n`` consecutive free ports on 127.0.0.1 (free when checked)."""
+    for _ in range(50):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + n > 65535:
+            continue
+        ok = True
+        for p in range(base + 1, base + n):
+            t = socket.socket()
+            try:
+                t.bind(("127.0.0.1", p))
+            except OSError:
+                ok = False
+            finally:
+                t.close()
+        if ok:
+            return base
+    raise RuntimeError("no free ports")
+
+
+
+def write_fake_build(path: str, behaviors: Sequence[Dict[str, object]], extra_args: Sequence[str] = ()) -> str:
+    """Writes an executable "Unity build" at ``path``: a shell script that runs this fake
+    game with the flags it is given (``--mlagents-port`` ...). POSIX only.
+
+    Args:
+        behaviors: `FakeBehavior` fields per behavior, e.g. ``[{"name": "Fake", "discrete": [2]}]``.
+        extra_args: more options of this module (``--crash-after 5``, ``--hang``).
+    """
+    import shlex
+
+    command = [sys.executable, "-m", "envs.unity.fake_game", "--behaviors", json.dumps(list(behaviors)),
+               *map(str, extra_args)]
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in command) + ' "$@"\n')
+    os.chmod(path, 0o755)
+    return path
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

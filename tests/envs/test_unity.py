@@ -5,12 +5,8 @@ loopback gRPC, in a thread or as a launched "build" (a script taking Unity's fla
 """
 from __future__ import annotations
 
-import json
-import os
 import socket
-import stat
 import struct
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +22,7 @@ from envs.exceptions import EnvError, EnvWorkerError
 from envs.registry import parse_env_id, validate_env
 from envs.unity import communicator_pb2 as pb
 from envs.unity.environment import API_VERSION, EngineConfig, UnityEnv, check_communication_version
-from envs.unity.fake_game import FakeBehavior, FakeGame, start_in_thread
+from envs.unity.fake_game import FakeBehavior, FakeGame, free_port, start_in_thread, write_fake_build
 from envs.unity.manager import UnityEnvManager, UnityOptions, engine_config
 from envs.unity.side_channels import (
     EngineConfigurationChannel,
@@ -37,29 +33,6 @@ from envs.unity.side_channels import (
     encode_side_channels,
     split_side_channels,
 )
-
-
-def free_port(n: int = 1) -> int:
-    """A base port with ``n`` consecutive free ports on 127.0.0.1."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-        s.close()
-        if base + n > 65535:
-            continue
-        ok = True
-        for p in range(base + 1, base + n):
-            t = socket.socket()
-            try:
-                t.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            finally:
-                t.close()
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
 
 
 def connect(behaviors, **game_kwargs):
@@ -343,14 +316,7 @@ def test_engine_settings_validation() -> None:
 # ----------------------------------------------------------------------------- builds
 def fake_build(tmp_path: Path, behaviors: Optional[list] = None, extra: str = "") -> str:
     """A "Unity build": a script that runs the fake game with the flags it is given."""
-    path = tmp_path / "FakeGame.x86_64"
-    spec = json.dumps(behaviors or [{"name": "Fake"}])
-    path.write_text(
-        "#!/bin/sh\n"
-        f"exec '{sys.executable}' -m envs.unity.fake_game --behaviors '{spec}' {extra} \"$@\"\n"
-    )
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP)
-    return str(path)
+    return write_fake_build(str(tmp_path / "FakeGame.x86_64"), behaviors or [{"name": "Fake"}], extra.split())
 
 
 def test_registry_accepts_builds_and_names_missing_ones(tmp_path: Path) -> None:
@@ -363,7 +329,7 @@ def test_registry_accepts_builds_and_names_missing_ones(tmp_path: Path) -> None:
 
 
 def test_n_builds_on_n_ports_are_launched_and_killed(tmp_path: Path) -> None:
-    build = fake_build(tmp_path, [{"name": "Fake", "num_agents": 2}], extra=f"--record {tmp_path}/rec")
+    build = fake_build(tmp_path, [{"name": "Fake", "num_agents": 2}])
     port = free_port(2)
     manager = make_env_manager(
         build, {"args": ["--custom", "1"]}, 2, 1, 5,
