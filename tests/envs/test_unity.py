@@ -84,6 +84,11 @@ def test_messages_match_hand_written_wire_bytes() -> None:
     brain = demo_pb.BrainParametersProto(brain_name="B")
     brain.action_spec.num_continuous_actions = 2
     assert brain.SerializeToString() == b"\x3a\x01B\x4a\x02\x08\x02"  # 7: name, 9: {1: 2}
+    engine = pb.EngineConfigurationProto(width=84, time_scale=20.0)
+    assert engine.SerializeToString() == b"\x08\x54\x25\x00\x00\xa0\x41"  # 1: 84, 4: f32 20.0
+    # Each fixture parses back into the same message.
+    for msg in (header, init_out, init_in, action, rl_in, out, message, brain, engine):
+        assert type(msg).FromString(msg.SerializeToString()) == msg
 
 
 def test_side_channel_framing_and_messages() -> None:

@@ -8,7 +8,7 @@ import json
 import os
 import textwrap
 
-from envs.unity.fake_game import free_port, write_fake_build
+from envs.unity.fake_game import FakeBehavior, FakeGame, free_port, start_in_thread, write_fake_build
 
 CONFIG = textwrap.dedent(
     """
@@ -78,3 +78,27 @@ def test_bad_engine_setting_is_one_line(run_cli, tmp_path):
     code, _, err = run_cli(config, f"--env={build}", "--time-scale=0", "--run-id=bad")
     assert code == 1
     assert err.strip() == "trainer-learn: error: engine_settings.time_scale: expected a number > 0, got 0.0"
+
+
+def test_editor_press_play(run_cli, tmp_path):
+    """No --env: the trainer listens and the game (here a thread) connects, like the Editor."""
+    config, _ = _setup(tmp_path, [{"name": "Fake"}])
+    port = free_port()
+    game = FakeGame(port, [FakeBehavior("Fake", num_agents=3)])
+    thread = start_in_thread(game)
+    code, out, err = run_cli(config, f"--base-port={port}", "--max-steps=90", "--run-id=editor")
+    assert code == 0, err
+    assert f"Listening on port {port}. Start training by pressing the Play button in the Unity Editor." in out
+    thread.join(10)
+    assert game.error is None and game.engine["time_scale"] == 1.0
+
+
+def test_editor_that_never_plays_is_one_line(run_cli, tmp_path):
+    config, _ = _setup(tmp_path, [{"name": "Fake"}])
+    port = free_port()
+    code, _, err = run_cli(config, f"--base-port={port}", "--timeout-wait=1", "--run-id=noeditor")
+    assert code == 1
+    assert err.strip() == (
+        f"trainer-learn: error: no Unity Editor connected on port {port} within 1 s "
+        "(press Play in the Editor, or raise --timeout-wait)"
+    )
