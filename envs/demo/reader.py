@@ -460,6 +460,38 @@ def _action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
     return spec
 
 
+def _plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[_ObsPlan]:
+    """Specs of one agent's observations (ML-Agents 0.12+ records; also the Unity
+    communicator's agent infos): vector (1-D) or visual (3-D, HWC or ML-Agents 2.0's CHW);
+    empty sensors are skipped.
+
+    Raises:
+        _RecordError: a negative or unsupported (not 1-D or 3-D) shape.
+    """
+    plans: List[_ObsPlan] = []
+    for i, o in enumerate(observations):
+        shape = tuple(int(s) for s in o.shape)
+        if any(s < 0 for s in shape):
+            raise _RecordError(f"observation {i} has shape {list(shape)}")
+        if int(np.prod(shape)) == 0:
+            continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
+        name = o.name or f"obs_{i}"
+        if len(shape) == 1:
+            plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
+        elif len(shape) == 3:
+            png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
+            channels_first = _channels_first(shape, list(o.dimension_properties), png)
+            c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
+            spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
+            plans.append(_ObsPlan(i, shape, spec_i, channels_first))
+        else:
+            raise _RecordError(
+                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
+                "visual (3-D) observations are supported"
+            )
+    return plans
+
+
 class _Decoder:
     """Turns one record into a `_Step`, for one file's era and spec."""
 
@@ -505,27 +537,7 @@ class _Decoder:
         except DecodeError as e:
             raise _RecordError(f"corrupt first record ({e})") from None
         observations = pair.agent_info.observations
-        plans = []
-        for i, o in enumerate(observations):
-            shape = tuple(int(s) for s in o.shape)
-            if any(s < 0 for s in shape):
-                raise _RecordError(f"observation {i} has shape {list(shape)}")
-            if int(np.prod(shape)) == 0:
-                continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
-            name = o.name or f"obs_{i}"
-            if len(shape) == 1:
-                plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
-            elif len(shape) == 3:
-                png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
-                channels_first = _channels_first(shape, list(o.dimension_properties), png)
-                c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
-                spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
-                plans.append(_ObsPlan(i, shape, spec_i, channels_first))
-            else:
-                raise _RecordError(
-                    f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
-                    "visual (3-D) observations are supported"
-                )
+        plans = _plan_observations(observations)
         if not plans:
             raise _RecordError("the first record has no observations")
         spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)

@@ -27,31 +27,32 @@ observations; group rewards are ignored.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
-import sys
-import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import (
-    ActionSpec,
     ActionTuple,
     BaseEnv,
     BehaviorSpec,
     DecisionSteps,
-    ObservationKind,
-    ObservationSpec,
     TerminalSteps,
 )
 from envs.demo import demonstration_pb2 as demo_pb
 # The .demo reader decodes the same messages; its helpers are shared, not copied.
-from envs.demo.reader import _BrainError, _RecordError, _action_spec_from_brain, _channels_first, _decode_image
+from envs.demo.reader import (
+    _BrainError,
+    _ObsPlan,
+    _RecordError,
+    _action_spec_from_brain,
+    _decode_image,
+    _plan_observations,
+)
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.unity import communicator_pb2 as pb
 from envs.unity.rpc import ExchangeServer, UnityDisconnected, UnityTimeout
@@ -173,14 +174,6 @@ class EngineConfig:
     target_frame_rate: Optional[int] = -1
     capture_frame_rate: Optional[int] = 60
     no_graphics: bool = False
-
-
-@dataclass
-class _ObsPlan:
-    index: int  # position in AgentInfoProto.observations
-    proto_shape: Tuple[int, ...]
-    spec: ObservationSpec
-    channels_first: bool
 
 
 @dataclass
@@ -427,25 +420,10 @@ class UnityEnv(BaseEnv):
             action_spec = _action_spec_from_brain(brain)
         except _BrainError as e:
             raise EnvError(f"behavior {name}: {e}") from None
-        plans: List[_ObsPlan] = []
-        for i, o in enumerate(info.observations):
-            shape = tuple(int(s) for s in o.shape)
-            if int(np.prod(shape)) == 0:
-                continue  # an empty sensor carries nothing
-            obs_name = o.name or f"obs_{i}"
-            if len(shape) == 1:
-                plans.append(_ObsPlan(i, shape, ObservationSpec(shape, obs_name, ObservationKind.VECTOR), False))
-            elif len(shape) == 3:
-                png = o.compressed_data if o.compression_type == demo_pb.COMPRESSION_TYPE_PNG else b""
-                channels_first = _channels_first(shape, list(o.dimension_properties), png)
-                c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
-                plans.append(_ObsPlan(i, shape, ObservationSpec((h, w, c), obs_name, ObservationKind.VISUAL),
-                                      channels_first))
-            else:
-                raise EnvError(
-                    f"behavior {name}: observation {i} ({obs_name}) has shape {list(shape)}; only vector and "
-                    f"visual observations are supported (not variable-length BufferSensor observations)"
-                )
+        try:
+            plans = _plan_observations(info.observations)
+        except _RecordError as e:  # e.g. a BufferSensor's variable-length (2-D) observation
+            raise EnvError(f"behavior {name}: {e}") from None
         if not plans:
             raise EnvError(f"behavior {name}: its agents send no observations")
         spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)
