@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from envs.base_env import ActionTuple, BehaviorSpec, all_steps
-from envs.env_manager import EnvManager, EnvStep, _check_actions, _common_specs, resolve_seed
+from envs.base_env import ActionTuple, BaseEnv, all_steps
+from envs.env_manager import EnvStep, InProcessEnvManager, _check_actions, _common_specs, resolve_seed
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.unity.environment import DEFAULT_BASE_PORT, DEFAULT_EDITOR_PORT, EngineConfig, UnityEnv
 
@@ -97,8 +97,12 @@ def unity_args(env_args: Optional[Mapping[str, Any]]) -> Tuple[str, ...]:
     return tuple(str(a) for a in args)
 
 
-class UnityEnvManager(EnvManager):
-    """Steps ``num_envs`` Unity games at once (see the module docstring)."""
+class UnityEnvManager(InProcessEnvManager):
+    """Steps ``num_envs`` Unity games at once (see the module docstring).
+
+    An `InProcessEnvManager` over `UnityEnv` objects (same properties, error handling and
+    close); only the start and the step differ: both run the games in parallel.
+    """
 
     def __init__(self, env_path: Optional[str], num_envs: int = 1, seed: int = 0,
                  options: Optional[UnityOptions] = None) -> None:
@@ -112,11 +116,11 @@ class UnityEnvManager(EnvManager):
         options = options or UnityOptions()
         if env_path is None and num_envs != 1:
             raise EnvError(f"num_envs {num_envs}: the Unity Editor is one environment; give a build path for more")
+        self._env_id = env_path or "Unity Editor"
         self._seed = resolve_seed(seed, int(num_envs))
-        self._envs: List[UnityEnv] = []
+        self._envs: List[BaseEnv] = []
         self._closed = False
         self._error: Optional[EnvWorkerError] = None
-        self._path = env_path
         base_port = options.base_port
         if base_port is None:
             base_port = DEFAULT_BASE_PORT if env_path else DEFAULT_EDITOR_PORT
@@ -140,68 +144,31 @@ class UnityEnvManager(EnvManager):
         if errors:
             self.close()
             raise errors[0]
-        self._specs = _common_specs(env_path or "Unity Editor", [dict(e.behavior_specs) for e in self._envs])
+        self._specs = _common_specs(self._env_id, [dict(e.behavior_specs) for e in self._envs])
 
-    @property
-    def behavior_specs(self) -> Dict[str, BehaviorSpec]:
-        return self._specs
+    def _unity(self) -> List[UnityEnv]:
+        return self._envs  # type: ignore[return-value]
 
-    @property
-    def num_workers(self) -> int:
-        return len(self._envs)
-
-    @property
-    def seed(self) -> int:
-        return self._seed
-
-    @property
-    def envs(self) -> Sequence[UnityEnv]:
-        return tuple(self._envs)
-
-    def _steps(self) -> List[EnvStep]:
-        return [EnvStep(i, all_steps(env), env_stats=env.drain_stats()) for i, env in enumerate(self._envs)]
+    def _with_stats(self, steps: List[EnvStep]) -> List[EnvStep]:
+        for env_step, env in zip(steps, self._unity()):
+            env_step.env_stats = env.drain_stats()
+        return steps
 
     def reset(self) -> List[EnvStep]:
-        self._check_usable()
-        try:
-            for env in self._envs:
-                env.reset()
-        except EnvError as e:
-            self._fail(e)
-        return self._steps()
+        return self._with_stats(super().reset())
 
     def step(self, actions: Sequence[Mapping[str, ActionTuple]]) -> List[EnvStep]:
-        self._check_usable()
+        self._check_open()
         _check_actions(actions, len(self._envs), self._specs)
+        envs = self._unity()
+        i = 0
         try:
-            for env, mapping in zip(self._envs, actions):  # every game starts its step ...
+            for i, (env, mapping) in enumerate(zip(envs, actions)):  # every game starts its step ...
                 for name, action in mapping.items():
                     env.set_actions(name, action)
                 env.send(env.step_input())
-            for env in self._envs:  # ... before we wait for any
+            for i, env in enumerate(envs):  # ... before we wait for any
                 env.receive_into(env.receive_output())
-        except EnvError as e:
-            self._fail(e)
-        return self._steps()
-
-    def _fail(self, e: EnvError) -> None:
-        err = e if isinstance(e, EnvWorkerError) else EnvWorkerError(str(e))
-        self._error = err
-        self.close()
-        raise err from None
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for env in self._envs:
-            try:
-                env.close()
-            except Exception:
-                pass
-
-    def _check_usable(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise RuntimeError("the env manager is closed")
+        except Exception as e:
+            raise self._worker_error(i, e) from None
+        return self._with_stats([EnvStep(i, all_steps(env)) for i, env in enumerate(envs)])
