@@ -692,7 +692,7 @@ class _Poller:
 
 
 def make_env_manager(
-    env_id: str,
+    env_id: Optional[str],
     env_args: Optional[Mapping[str, Any]],
     num_envs: int,
     agents_per_env: int,
