@@ -47,6 +47,7 @@ def is_unity_path(env_id: str) -> bool:
         or "\\" in env_id
         or env_id.lower().endswith(UNITY_SUFFIXES)
         or os.path.exists(env_id)
+        or any(os.path.exists(env_id + suffix) for suffix in UNITY_SUFFIXES)  # --env=3DBall, as ML-Agents
     )
 
 

@@ -7,9 +7,11 @@ The fake game (`envs.unity.fake_game`) runs as a launched "build" in its own pro
 Unity game would, with vector observations of ``--obs-size`` floats and 2 continuous
 actions per agent. Per agent count it prints the exchange round trip (one `UnityEnv.step`:
 actions -> protobuf -> gRPC -> the game steps and answers -> DecisionSteps/TerminalSteps)
-in microseconds and agent steps per second (one step of 64 agents is 64 agent steps).
-The figure includes the fake game's own work (Python protobuf building, about as much as
-ours), so a real Unity game, whose C# side is faster, is bounded by this from below.
+in microseconds (median and mean: on a loaded machine the mean carries scheduling
+stalls) and agent steps per second (one step of 64 agents is 64 agent steps).
+The round trip includes the fake game's own work (Python, slower than Unity's C# side);
+"trainer side" is our part alone (actions -> UnityInputProto, UnityOutputProto ->
+Decision/TerminalSteps), the rest is gRPC, thread hand-offs and the game.
 """
 from __future__ import annotations
 
@@ -46,16 +48,26 @@ def measure(agents: int, obs_size: int, seconds: float, tmp: str) -> tuple:
         for i in range(50):  # warm up
             env.set_actions("Bench", ActionTuple(actions[i % 64]))
             env.step()
-        steps, start = 0, time.perf_counter()
+        durations, ours = [], []
+        start = time.perf_counter()
         while time.perf_counter() - start < seconds:
+            # env.step() in its two halves, to time our side (protobuf in, protobuf out) apart.
+            t0 = time.perf_counter()
             n = len(env.get_steps("Bench")[0])
-            env.set_actions("Bench", ActionTuple(actions[steps % 64][:n]))
-            env.step()
-            steps += 1
+            env.set_actions("Bench", ActionTuple(actions[len(durations) % 64][:n]))
+            env.send(env.step_input())
+            t1 = time.perf_counter()
+            output = env.receive_output()
+            t2 = time.perf_counter()
+            env.receive_into(output)
+            t3 = time.perf_counter()
+            durations.append(t3 - t0)
+            ours.append((t1 - t0) + (t3 - t2))
         elapsed = time.perf_counter() - start
     finally:
         env.close()
-    return elapsed / steps * 1e6, steps * agents / elapsed
+    return (float(np.median(durations)) * 1e6, elapsed / len(durations) * 1e6, float(np.median(ours)) * 1e6,
+            len(durations) * agents / elapsed)
 
 
 def main() -> int:
@@ -66,10 +78,10 @@ def main() -> int:
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-unity-")
     try:
-        print(f"{'agents':>6} {'round trip us':>14} {'agent steps/s':>14}")
+        print(f"{'agents':>6} {'median round trip us':>21} {'mean us':>8} {'trainer side us':>16} {'agent steps/s':>14}")
         for agents in (int(a) for a in args.agents.split(",")):
-            us, rate = measure(agents, args.obs_size, args.seconds, tmp)
-            print(f"{agents:>6} {us:>14.0f} {rate:>14.0f}", flush=True)
+            median, mean, ours, rate = measure(agents, args.obs_size, args.seconds, tmp)
+            print(f"{agents:>6} {median:>21.0f} {mean:>8.0f} {ours:>16.0f} {rate:>14.0f}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

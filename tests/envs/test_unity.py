@@ -5,6 +5,7 @@ loopback gRPC, in a thread or as a launched "build" (a script taking Unity's fla
 """
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -329,6 +330,12 @@ def test_registry_accepts_builds_and_names_missing_ones(tmp_path: Path) -> None:
     assert parse_env_id(build) == ("unity", build)
     validate_env(build)
     validate_env(build[: -len(".x86_64")])  # the suffix is found, as ML-Agents does
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert parse_env_id("FakeGame") == ("unity", "FakeGame")  # a bare name whose build exists
+    finally:
+        os.chdir(cwd)
     with pytest.raises(EnvError, match=r"Unity build 'nowhere/Game' not found"):
         validate_env("nowhere/Game")
 
