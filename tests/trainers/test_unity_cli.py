@@ -102,3 +102,15 @@ def test_editor_that_never_plays_is_one_line(run_cli, tmp_path):
         f"trainer-learn: error: no Unity Editor connected on port {port} within 1 s "
         "(press Play in the Editor, or raise --timeout-wait)"
     )
+
+
+def test_3dball_example_config_loads():
+    from trainer_test_utils import config_path
+
+    from envs.unity.manager import engine_config
+    from trainers.settings import load_settings
+
+    options = load_settings(config_path("3DBall.yaml"))
+    assert options.env_settings.env_path is None and options.env_settings.timeout_wait == 60
+    assert engine_config(options.engine_settings).time_scale == 20.0
+    assert options.behaviors["3DBall"].hyperparameters.buffer_size == 12000
