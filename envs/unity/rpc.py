@@ -100,6 +100,8 @@ class ExchangeServer:
                     self._from_unity.put(_Disconnect("the Unity process closed the connection"))
                     return _quit_message()
                 continue
+            if reply is not None and not context.is_active():  # gone while we computed the reply
+                self._from_unity.put(_Disconnect("the Unity process closed the connection"))
             return reply if reply is not None else _quit_message()
 
     # ----------------------------------------------------------------- trainer thread

@@ -389,3 +389,28 @@ def test_build_that_crashes_mid_run_is_a_worker_error(tmp_path: Path) -> None:
     assert f"Unity build {build!r} on port {port}" in message
     assert "exited with code 3" in message or "closed the connection" in message
     assert proc.poll() is not None
+
+
+def test_editor_that_vanishes_without_quitting_is_a_worker_error() -> None:
+    """A game we did not launch (the Editor) dies while waiting for our reply: its call is
+    cancelled, which the server notices without waiting for timeout_wait."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    game = subprocess.Popen([sys.executable, "-m", "envs.unity.fake_game", "--mlagents-port", str(port)])
+    try:
+        env = UnityEnv(None, base_port=port, host="127.0.0.1", timeout_wait=60, log=lambda s: None)
+        env.reset()
+        env.step()
+        game.kill()
+        game.wait(10)
+        time.sleep(1.0)  # the server sees the dropped call within 0.25 s
+        start = time.monotonic()
+        with pytest.raises(EnvWorkerError, match=f"the Unity Editor on port {port} disconnected: "
+                                                 "the Unity process closed the connection"):
+            env.step()
+        assert time.monotonic() - start < 5
+        env.close()
+    finally:
+        game.kill()
