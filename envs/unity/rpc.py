@@ -141,16 +141,6 @@ class ExchangeServer:
         """Answer the game's pending call."""
         self._to_unity.put(message)
 
-    def exchange(
-        self, unity_input: pb.UnityInputProto, timeout: float, alive: Optional[Callable[[], Optional[str]]] = None
-    ) -> pb.UnityOutputProto:
-        """Reply with ``unity_input`` (status 200), then wait for the game's next output."""
-        message = pb.UnityMessageProto()
-        message.header.status = 200
-        message.unity_input.CopyFrom(unity_input)
-        self.reply(message)
-        return self.receive(timeout, alive).unity_output
-
     def close(self) -> None:
         """Tell a pending call to quit (status 400), then stop the server. Idempotent."""
         if self._closed.is_set():
