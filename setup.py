@@ -8,7 +8,7 @@ setup(
     "ML-Agents configs, .demo files and ONNX export",
     python_requires=">=3.10",
     packages=find_packages(include=["trainers", "trainers.*", "envs", "envs.*"]),
-    package_data={"envs.demo": ["*.proto"]},
+    package_data={"envs.demo": ["*.proto"], "envs.unity": ["*.proto"]},
     install_requires=[
         "tensorflow>=2.16,<2.22",
         "numpy>=1.26",
@@ -17,6 +17,7 @@ setup(
         "docopt>=0.6.2",
         "gymnasium>=1.0",
         "tensorboard>=2.16",
+        "grpcio>=1.48",  # the Unity communicator (also a TensorFlow dependency)
     ],
     extras_require={
         "export": ["tf2onnx>=1.16", "onnxruntime>=1.17"],

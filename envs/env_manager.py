@@ -41,14 +41,14 @@ import time
 import traceback
 import weakref
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from envs.base_env import ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps, TerminalSteps, all_steps
 from envs.exceptions import EnvError, EnvWorkerError
-from envs.registry import make_env, validate_env
+from envs.registry import make_env, parse_env_id, validate_env
 
 StepDict = Dict[str, Tuple[DecisionSteps, TerminalSteps]]
 _Manager = TypeVar("_Manager", bound="EnvManager")
@@ -61,10 +61,14 @@ class EnvStep:
     Attributes:
         worker_id: the worker's index (its env was seeded with ``seed + worker_id``).
         steps: behavior name -> ``(DecisionSteps, TerminalSteps)``.
+        env_stats: stats the environment itself recorded since the last step (Unity's
+            StatsRecorder): key -> ``[(value, aggregation)]``, aggregation as ML-Agents'
+            StatsAggregationMethod (0 average, 1 most recent, 2 sum, 3 histogram).
     """
 
     worker_id: int
     steps: Dict[str, Tuple[DecisionSteps, TerminalSteps]]
+    env_stats: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)
 
 
 class EnvManager(ABC):
@@ -688,13 +692,15 @@ class _Poller:
 
 
 def make_env_manager(
-    env_id: str,
+    env_id: Optional[str],
     env_args: Optional[Mapping[str, Any]],
     num_envs: int,
     agents_per_env: int,
     seed: int,
+    unity: Optional[Any] = None,
 ) -> EnvManager:
-    """The manager for ``env_settings``: in-process for one env, else one process per env.
+    """The manager for ``env_settings``: in-process for one env, else one process per env;
+    Unity games (a build path, or None for the Editor) in a `envs.unity.manager.UnityEnvManager`.
 
     Args:
         env_id: ``builtin:<Name>`` or ``gym:<id>``.
@@ -702,8 +708,24 @@ def make_env_manager(
         num_envs: number of envs (``--num-envs``).
         agents_per_env: agents per behavior in each env.
         seed: env i uses ``seed + i``; -1 draws a random base seed once.
+        unity: `envs.unity.manager.UnityOptions` for Unity games (None: defaults).
     """
     _check_counts(num_envs, agents_per_env)
+    if env_id is None or parse_env_id(env_id)[0] == "unity":
+        from envs.unity.manager import UnityEnvManager, unity_args
+
+        if int(agents_per_env) != 1:
+            raise EnvError("env_settings.agents_per_env: a Unity game decides its own agents; leave it at 1")
+        extra = unity_args(env_args)
+        if unity is None:
+            from envs.unity.manager import UnityOptions
+
+            unity = UnityOptions()
+        if extra:
+            import dataclasses
+
+            unity = dataclasses.replace(unity, additional_args=tuple(unity.additional_args) + extra)
+        return UnityEnvManager(env_id, int(num_envs), seed, unity)
     if int(num_envs) == 1:
         return InProcessEnvManager(env_id, env_args, 1, agents_per_env, seed)
     return SubprocessEnvManager(env_id, env_args, num_envs, agents_per_env, seed)

@@ -1,4 +1,4 @@
-"""Env ids -> environments: ``builtin:<Name>``, ``gym:<id>``; Unity builds later.
+"""Env ids -> environments: ``builtin:<Name>``, ``gym:<id>``, or a Unity build path.
 
 `make_env` is what the env managers (and their worker processes) call. Every mistake a
 user can make in ``env_settings`` (unknown id, unknown Gymnasium id, a bad ``env_args``
@@ -47,6 +47,7 @@ def is_unity_path(env_id: str) -> bool:
         or "\\" in env_id
         or env_id.lower().endswith(UNITY_SUFFIXES)
         or os.path.exists(env_id)
+        or any(os.path.exists(env_id + suffix) for suffix in UNITY_SUFFIXES)  # --env=3DBall, as ML-Agents
     )
 
 
@@ -58,7 +59,7 @@ def builtin_kwargs(name: str) -> List[str]:
 
 
 def parse_env_id(env_id: str) -> Tuple[str, str]:
-    """``(kind, name)`` with kind ``"builtin"`` or ``"gym"``; `EnvError` otherwise.
+    """``(kind, name)`` with kind ``"builtin"``, ``"gym"`` or ``"unity"``; `EnvError` otherwise.
 
     Checks only the form (and that a built-in name exists); does not import Gymnasium.
     """
@@ -80,10 +81,7 @@ def parse_env_id(env_id: str) -> Tuple[str, str]:
             raise EnvError(f"{env_id!r} names no Gymnasium id; e.g. gym:CartPole-v1")
         return "gym", name
     if is_unity_path(env_id):
-        raise EnvError(
-            f"{env_id!r} looks like a Unity build: Unity builds are not supported yet; "
-            f"use builtin:<Name> or gym:<Gymnasium id>"
-        )
+        return "unity", env_id
     hint = f" (did you mean builtin:{env_id}?)" if env_id in BUILTIN_ENVS else ""
     if not hint and "-v" in env_id:
         hint = f" (did you mean gym:{env_id}?)"
@@ -116,6 +114,10 @@ def validate_env(env_id: str, env_args: Optional[Mapping[str, Any]] = None) -> N
         raise EnvError(f"env_args must be a mapping of keyword arguments, got {type(env_args).__name__}")
     if kind == "builtin":
         _check_builtin_args(name, env_args or {})
+    if kind == "unity":
+        from envs.unity.environment import find_executable
+
+        find_executable(name)  # "Unity build ... not found" before anything starts
 
 
 def _is_int(value: Any) -> bool:
@@ -131,8 +133,8 @@ def make_env(
     """Build the environment named by ``env_id``.
 
     Args:
-        env_id: ``builtin:<Name>`` or ``gym:<Gymnasium id>`` (a Unity build path raises
-            "not supported yet").
+        env_id: ``builtin:<Name>``, ``gym:<Gymnasium id>`` or a Unity build path (one game on
+            port 5005; `envs.env_manager.make_env_manager` runs several on their own ports).
         env_args: keyword arguments of the built-in env, or of ``gymnasium.make``.
         seed: the env's seed (>= 0).
         agents_per_env: agents of each behavior: Gymnasium copies, or the built-in env's
@@ -149,6 +151,11 @@ def make_env(
     if not _is_int(seed) or seed < 0:
         raise EnvError(f"{env_id}: seed must be an integer >= 0, got {seed!r}")
     agents_per_env, seed = int(agents_per_env), int(seed)
+    if kind == "unity":
+        from envs.unity.manager import unity_args
+        from envs.unity.environment import UnityEnv
+
+        return UnityEnv(name, worker_id=0, seed=seed, additional_args=unity_args(env_args))
     if kind == "builtin":
         cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
         if agents_per_env > 1:
@@ -178,7 +185,7 @@ def describe_env_ids() -> str:
         "  builtin:<Name>   a built-in test environment; env_args are its kwargs",
         "  gym:<id>         a Gymnasium environment, e.g. gym:CartPole-v1; env_args go to gymnasium.make",
         "                   (gym:<module>:<id> imports <module> first to register the env)",
-        "  <path>           a Unity build: not supported yet",
+        "  <path>           a Unity build (ML-Agents 1.0+ package); none at all: the Unity Editor (press Play)",
         "Built-in environments:",
     ]
     for name, cls in BUILTIN_ENVS.items():

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Regenerate envs/demo/demonstration_pb2.py(.pyi) from envs/demo/demonstration.proto.
+"""Regenerate the checked-in protobuf code: envs/demo/demonstration_pb2.py(.pyi) and
+envs/unity/communicator_pb2.py(.pyi) from their .proto files.
 
 Needs grpcio-tools for generation only (never at runtime). Use the grpcio-tools release
 whose bundled protoc matches the oldest protobuf runtime we support (setup.py:
@@ -34,8 +35,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTO = Path("envs/demo/demonstration.proto")
-OUTPUTS = [Path("envs/demo/demonstration_pb2.py"), Path("envs/demo/demonstration_pb2.pyi")]
+#: .proto files (paths relative to the repository root, which is the import root:
+#: communicator.proto imports "envs/demo/demonstration.proto").
+PROTOS = [Path("envs/demo/demonstration.proto"), Path("envs/unity/communicator.proto")]
+OUTPUTS = [p.with_name(p.stem + suffix) for p in PROTOS for suffix in ("_pb2.py", "_pb2.pyi")]
 #: The newest gencode version whose output runs on the runtime floor (protobuf 4.25).
 MAX_GENCODE = (4, 25)
 
@@ -43,7 +46,7 @@ MAX_GENCODE = (4, 25)
 def _generate(out_dir: Path) -> None:
     cmd = [
         sys.executable, "-m", "grpc_tools.protoc",
-        f"-I{ROOT}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", str(PROTO),
+        f"-I{ROOT}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", *map(str, PROTOS),
     ]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:

@@ -20,7 +20,7 @@ from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
 from trainers.ppo.trainer import PPOTrainer
-from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus, behavior_dir_name
+from trainers.stats import CheckpointEntry, StatsAggregation, StatsReporter, TrainingStatus, behavior_dir_name
 from trainers.trajectory import AgentProcessor
 
 CheckpointHook = Callable[[PPOTrainer, str], None]
@@ -55,6 +55,15 @@ class BehaviorState:
 
 
 _ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
+
+#: ML-Agents' StatsAggregationMethod (what Unity's StatsRecorder sends) -> ours; histograms
+#: are averaged.
+_ENV_STAT_AGGREGATION = {
+    0: StatsAggregation.MEAN,
+    1: StatsAggregation.MOST_RECENT,
+    2: StatsAggregation.SUM,
+    3: StatsAggregation.MEAN,
+}
 
 
 def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
@@ -125,12 +134,14 @@ class TrainerController:
             t = time.perf_counter()
             steps = self.env.reset()
             self.timers.env += time.perf_counter() - t
+            self._record_env_stats(steps)
             while not self._all_done() and self._stop_signal is None:
                 actions = self._advance(steps)
                 t = time.perf_counter()
                 steps = self.env.step(actions)
                 self.timers.env += time.perf_counter() - t
                 self.timers.env_steps += 1
+                self._record_env_stats(steps)
                 self._after_step()
         except EnvWorkerError:
             self._finish(start)  # save what was learned, then report the worker's failure
@@ -141,6 +152,19 @@ class TrainerController:
         self._finish(start)
         if self._stop_signal is not None:
             print(f"[INFO] Interrupted by signal {self._stop_signal}; checkpoint saved in {self.run_dir}", flush=True)
+
+    def _record_env_stats(self, steps: List[EnvStep]) -> None:
+        """Stats the environment recorded (Unity's StatsRecorder) go to every behavior's
+        summaries, as in ML-Agents."""
+        for env_step in steps:
+            for key, values in env_step.env_stats.items():
+                for value, aggregation in values:
+                    kind = _ENV_STAT_AGGREGATION.get(int(aggregation), StatsAggregation.MEAN)
+                    for b in self.behaviors.values():
+                        try:
+                            b.stats.add_stat(key, value, kind)
+                        except ValueError:  # the game changed a stat's aggregation: keep the first
+                            pass
 
     def _advance(self, steps: List[EnvStep]) -> List[Dict[str, ActionTuple]]:
         actions: List[Dict[str, ActionTuple]] = [dict() for _ in steps]

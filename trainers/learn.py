@@ -6,7 +6,8 @@ Usage:
   trainer-learn --version
 
 Options:
-  --env=<id>                  Environment: builtin:<Name> or gym:<id> (overrides env_settings.env_path).
+  --env=<id>                  Environment: builtin:<Name>, gym:<id> or a Unity build path (overrides
+                              env_settings.env_path); none: the Unity Editor (press Play).
   --run-id=<id>               Name of the run; results go to <results-dir>/<run-id>.
   --results-dir=<dir>         Where runs are written (default: checkpoint_settings, else results).
   --num-envs=<n>              Environment workers (subprocesses when > 1).
@@ -19,6 +20,15 @@ Options:
   --model=<file-or-dir>       With --inference: play an exported <Behavior>.onnx (or a directory of them)
                               with onnxruntime instead of a checkpoint.
   --max-steps=<n>             Override max_steps of every behavior (quick runs).
+  --base-port=<n>             First port for Unity games (worker i uses base port + i).
+  --timeout-wait=<s>          Seconds a Unity game has to connect and to answer each step (default 60).
+  --no-graphics               Run Unity builds without rendering (-nographics -batchmode).
+  --time-scale=<x>            Unity time scale (engine_settings.time_scale).
+  --width=<n>                 Unity window width (engine_settings.width).
+  --height=<n>                Unity window height (engine_settings.height).
+  --quality-level=<n>         Unity quality level (engine_settings.quality_level).
+  --target-frame-rate=<n>     Unity target frame rate (engine_settings.target_frame_rate).
+  --capture-frame-rate=<n>    Unity capture frame rate (engine_settings.capture_frame_rate).
   --num-gpus=<n>              Train on the first n GPUs as towers (0: CPU).
   --devices=<list>            Explicit tower devices, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1.
   --cpu                       Hide GPUs; train on the CPU.
@@ -47,7 +57,51 @@ INT_OPTIONS = {
     "--seed": "seed",
     "--max-steps": "max_steps",
     "--num-gpus": "num_gpus",
+    "--base-port": "base_port",
+    "--timeout-wait": "timeout_wait",
 }
+
+# --- Unity (issue 12): command-line engine settings, laid over the config's engine_settings.
+ENGINE_OPTIONS = {
+    "--time-scale": ("time_scale", float),
+    "--width": ("width", int),
+    "--height": ("height", int),
+    "--quality-level": ("quality_level", int),
+    "--target-frame-rate": ("target_frame_rate", int),
+    "--capture-frame-rate": ("capture_frame_rate", int),
+}
+
+
+def engine_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
+    """engine_settings values given on the command line (ML-Agents' flags)."""
+    out: Dict[str, Any] = {}
+    for opt, (key, kind) in ENGINE_OPTIONS.items():
+        value = args.get(opt)
+        if value is None:
+            continue
+        try:
+            out[key] = kind(value)
+        except ValueError:
+            raise ConfigError(f"{opt}: expected {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+    if args.get("--no-graphics"):
+        out["no_graphics"] = True
+    return out
+
+
+def unity_options(options: Any) -> Any:
+    """`envs.unity.manager.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
+    from envs.unity.manager import UnityOptions, engine_config
+
+    env_settings = options.env_settings
+    editor = env_settings.env_path is None
+    # As ML-Agents: the Editor listens on 5004 unless a port other than the default is given.
+    port = None if editor and env_settings.base_port == 5005 else env_settings.base_port
+    return UnityOptions(
+        base_port=port,
+        timeout_wait=float(env_settings.timeout_wait),
+        engine=engine_config(options.engine_settings),
+        log_folder=os.path.join(options.run_dir, "run_logs"),
+    )
 
 
 def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -178,14 +232,16 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         if not os.path.isfile(init_path):
             raise TrainerError(f"{init_dir}: no such run to initialize from")
         init_status = TrainingStatus.load(init_path)
-    if env_settings.env_path is None:
-        raise ConfigError("env_settings.env_path: no environment given; use --env=<id> (builtin:<Name> or gym:<id>)")
 
     seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
     devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
     status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
+    from envs.registry import parse_env_id
+
+    is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
     env = make_env_manager(
-        env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed
+        env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
+        unity=unity_options(options) if is_unity else None,
     )
     trainers: Dict[str, PPOTrainer] = {}
     reporters: Dict[str, StatsReporter] = {}
@@ -284,6 +340,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if model is not None and not args.get("--inference"):
             raise ConfigError("--model: only with --inference (it plays an exported model without training)")
         options = load_settings(args["<config>"], overrides)
+        engine = engine_overrides(args)
+        if engine:
+            import dataclasses
+
+            options = dataclasses.replace(options, engine_settings={**options.engine_settings, **engine})
         return run_training(options, cpu=bool(args.get("--cpu")), model=model)
     except (TrainerError, EnvError) as exc:
         if debug:

@@ -597,6 +597,9 @@ class EnvSettings:
     """Random seed for environments and the trainer; -1: chosen at random."""
     base_port: int = 5005
     """First port for Unity environments (accepted for Unity; unused otherwise)."""
+    # --- Unity (issue 12): the other Unity keys live in engine_settings, read by envs/unity.
+    timeout_wait: int = 60
+    """Seconds a Unity build (or the Editor) has to connect, and to answer each step."""
 
     def __post_init__(self) -> None:
         _check_str(self, "env_path", optional=True)
@@ -611,6 +614,7 @@ class EnvSettings:
         _check_int(self, "base_port", 1)
         if self.base_port > 65535:
             raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
+        _check_int(self, "timeout_wait", 1)
 
 
 @dataclass(frozen=True)
@@ -1219,6 +1223,7 @@ CLI_FLAGS: Dict[str, str] = {
     "agents_per_env": "--agents-per-env",
     "seed": "--seed",
     "base_port": "--base-port",
+    "timeout_wait": "--timeout-wait",
     "run_id": "--run-id",
     "results_dir": "--results-dir",
     "resume": "--resume",
@@ -1234,7 +1239,7 @@ CLI_FLAGS: Dict[str, str] = {
 
 # On/off flags: False means "not given" (a flag can only switch a setting on).
 _CLI_SWITCHES = ("resume", "force", "inference", "debug")
-_ENV_KEYS = ("env_path", "env_args", "num_envs", "agents_per_env", "seed", "base_port")
+_ENV_KEYS = ("env_path", "env_args", "num_envs", "agents_per_env", "seed", "base_port", "timeout_wait")
 _CHECKPOINT_KEYS = ("run_id", "results_dir", "resume", "force", "initialize_from", "inference")
 
 

@@ -463,6 +463,38 @@ def _action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
     return spec
 
 
+def _plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[_ObsPlan]:
+    """Specs of one agent's observations (ML-Agents 0.12+ records; also the Unity
+    communicator's agent infos): vector (1-D) or visual (3-D, HWC or ML-Agents 2.0's CHW);
+    empty sensors are skipped.
+
+    Raises:
+        _RecordError: a negative or unsupported (not 1-D or 3-D) shape.
+    """
+    plans: List[_ObsPlan] = []
+    for i, o in enumerate(observations):
+        shape = tuple(int(s) for s in o.shape)
+        if any(s < 0 for s in shape):
+            raise _RecordError(f"observation {i} has shape {list(shape)}")
+        if int(np.prod(shape)) == 0:
+            continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
+        name = o.name or f"obs_{i}"
+        if len(shape) == 1:
+            plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
+        elif len(shape) == 3:
+            png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
+            channels_first = _channels_first(shape, list(o.dimension_properties), png)
+            c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
+            spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
+            plans.append(_ObsPlan(i, shape, spec_i, channels_first))
+        else:
+            raise _RecordError(
+                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
+                "visual (3-D) observations are supported"
+            )
+    return plans
+
+
 class _Decoder:
     """Turns one record into a `_Step`, for one file's era and spec."""
 
@@ -505,7 +537,7 @@ class _Decoder:
                 compressed = pb.AgentInfoProto.FromString(first).observations
             except DecodeError as e:
                 raise _RecordError(f"corrupt first record ({e})") from None
-            from_record = [replace(p, in_observations=True) for p in _plans_from_observations(compressed)]
+            from_record = [replace(p, in_observations=True) for p in _plan_observations(compressed)]
             if from_record:
                 plans = from_record + [p for p in plans if p.index < 0]
                 specs = [p.spec for p in plans]
@@ -523,7 +555,7 @@ class _Decoder:
         # Shapes come from the first record. A file whose records carry no observation data
         # at all (ExpertGrid of 0.12: only an empty sensor, its camera never recorded) has no
         # observations; ML-Agents read it as a zero-width vector observation.
-        plans = _plans_from_observations(observations)
+        plans = _plan_observations(observations)
         spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)
         return _Decoder(record_format, spec, plans, len(observations), 0, 0)
 
@@ -635,33 +667,6 @@ class _Decoder:
             if not 0 <= v < b:
                 raise _RecordError(f"discrete action {v} out of range for branch {i} of size {b}")
         return disc.astype(np.int32)
-
-
-def _plans_from_observations(observations: Sequence["pb.ObservationProto"]) -> List[_ObsPlan]:
-    """One plan per non-empty observation of a record (an empty sensor, e.g. a vector
-    sensor of size 0, carries nothing); vector (1-D) and visual (3-D) only."""
-    plans = []
-    for i, o in enumerate(observations):
-        shape = tuple(int(s) for s in o.shape)
-        if any(s < 0 for s in shape):
-            raise _RecordError(f"observation {i} has shape {list(shape)}")
-        if int(np.prod(shape)) == 0:
-            continue
-        name = o.name or f"obs_{i}"
-        if len(shape) == 1:
-            plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
-        elif len(shape) == 3:
-            png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
-            channels_first = _channels_first(shape, list(o.dimension_properties), png)
-            c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
-            spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
-            plans.append(_ObsPlan(i, shape, spec_i, channels_first))
-        else:
-            raise _RecordError(
-                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
-                "visual (3-D) observations are supported"
-            )
-    return plans
 
 
 def _channels_first(shape: Tuple[int, ...], dims: List[int], png: bytes = b"") -> bool:

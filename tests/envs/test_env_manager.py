@@ -157,7 +157,7 @@ def test_config_errors_are_raised_before_or_from_workers() -> None:
     # Checked in the parent: no worker starts.
     with pytest.raises(EnvError, match="'bogus'"):
         SubprocessEnvManager("builtin:Simple", {"bogus": 1}, num_envs=2)
-    with pytest.raises(EnvError, match="Unity builds are not supported yet"):
+    with pytest.raises(EnvError, match="Unity build 'builds/Game.x86_64' not found"):
         SubprocessEnvManager("builds/Game.x86_64", None, num_envs=2)
     # Raised while the workers build their envs: the same EnvError, as is.
     with pytest.raises(EnvError) as info:

@@ -11,7 +11,7 @@ import pytest
 
 from envs.builtin import Chain, Memory, Simple
 from envs.exceptions import EnvError
-from envs.registry import BUILTIN_ENVS, describe_env_ids, make_env
+from envs.registry import BUILTIN_ENVS, describe_env_ids, make_env, parse_env_id
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,8 +62,8 @@ def test_unknown_builtin_name_suggests() -> None:
 
 
 @pytest.mark.parametrize("env_id", ["builds/3DBall", "3DBall.x86_64", "Walker.exe", "Crawler.app", "C:\\b\\x"])
-def test_unity_paths_are_not_supported_yet(env_id: str) -> None:
-    assert "Unity builds are not supported yet" in _error(env_id)
+def test_missing_unity_builds_are_named(env_id: str) -> None:
+    assert f"Unity build {env_id!r} not found" in _error(env_id)
 
 
 def test_existing_file_is_a_unity_build(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_existing_file_is_a_unity_build(tmp_path: Path) -> None:
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        assert "Unity builds are not supported yet" in _error("MyGame")
+        assert parse_env_id("MyGame") == ("unity", "MyGame")
     finally:
         os.chdir(cwd)
 

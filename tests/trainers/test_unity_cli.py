@@ -1,0 +1,116 @@
+"""trainer-learn against a Unity "build" (the fake game, launched with Unity's flags):
+PPO learns through the protocol, the game's stats reach the summaries, and a game that dies
+mid-run leaves a checkpoint and one error line."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import textwrap
+
+from envs.unity.fake_game import FakeBehavior, FakeGame, free_port, start_in_thread, write_fake_build
+
+CONFIG = textwrap.dedent(
+    """
+    behaviors:
+      Fake:
+        trainer_type: ppo
+        hyperparameters:
+          batch_size: 16
+          buffer_size: 64
+          learning_rate: 5.0e-3
+          learning_rate_schedule: constant
+        network_settings: {hidden_units: 32, num_layers: 1}
+        reward_signals: {extrinsic: {strength: 1.0, gamma: 0.99}}
+        max_steps: 3000
+        time_horizon: 64
+        summary_freq: 500
+        checkpoint_interval: 1000
+    env_settings: {seed: 1, timeout_wait: 30}
+    engine_settings: {time_scale: 1.0}
+    """
+)
+
+
+def _rows(results, run_id: str, tag: str):
+    with open(os.path.join(results, run_id, "Fake", "stats.csv")) as f:
+        return [(int(r["step"]), float(r["mean"])) for r in csv.DictReader(f) if r["tag"] == tag]
+
+
+def _setup(tmp_path, behaviors, extra=()):
+    config = tmp_path / "unity.yaml"
+    config.write_text(CONFIG)
+    build = write_fake_build(str(tmp_path / "Game.x86_64"), behaviors, extra)
+    return str(config), build
+
+
+def test_ppo_learns_a_unity_game_through_the_protocol(run_cli, tmp_path):
+    config, build = _setup(tmp_path, [{"name": "Fake", "continuous": 0, "discrete": [2]}])
+    port = free_port()
+    code, out, err = run_cli(config, f"--env={build}", f"--base-port={port}", "--no-graphics", "--run-id=unity")
+    assert code == 0, err
+    rewards = _rows(run_cli.results, "unity", "Environment/Cumulative Reward")
+    assert rewards[-1][1] > 0.9, rewards  # optimum 1.01 (5 steps of -0.01, then 1.05)
+    # Stats the game recorded (StatsRecorder -> stats side channel) are summarised too.
+    assert _rows(run_cli.results, "unity", "Game/Steps")
+    assert "Connected to Unity environment" in out
+    with open(os.path.join(run_cli.results, "unity", "run_logs", "training_status.json")) as f:
+        assert json.load(f)["behaviors"]["Fake"]["final_checkpoint"]["steps"] >= 3000
+
+
+def test_game_that_dies_mid_run_checkpoints_and_reports_one_line(run_cli, tmp_path):
+    config, build = _setup(tmp_path, [{"name": "Fake", "continuous": 1}], ["--crash-after", "150"])
+    port = free_port()
+    code, out, err = run_cli(config, f"--env={build}", f"--base-port={port}", "--run-id=crash")
+    assert code == 1
+    lines = [l for l in err.strip().splitlines() if l.startswith("trainer-learn")]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"trainer-learn: error: Unity build {build!r} on port {port} disconnected"), lines
+    with open(os.path.join(run_cli.results, "crash", "run_logs", "training_status.json")) as f:
+        status = json.load(f)["behaviors"]["Fake"]
+    # One decision at the reset, one per step until the game died after its 150th step.
+    assert status["final_checkpoint"]["steps"] == 150
+    assert os.path.exists(os.path.join(run_cli.results, "crash", "Fake", "checkpoint-150.index"))
+
+
+def test_bad_engine_setting_is_one_line(run_cli, tmp_path):
+    config, build = _setup(tmp_path, [{"name": "Fake"}])
+    code, _, err = run_cli(config, f"--env={build}", "--time-scale=0", "--run-id=bad")
+    assert code == 1
+    assert err.strip() == "trainer-learn: error: engine_settings.time_scale: expected a number > 0, got 0.0"
+
+
+def test_editor_press_play(run_cli, tmp_path):
+    """No --env: the trainer listens and the game (here a thread) connects, like the Editor."""
+    config, _ = _setup(tmp_path, [{"name": "Fake"}])
+    port = free_port()
+    game = FakeGame(port, [FakeBehavior("Fake", num_agents=3)])
+    thread = start_in_thread(game)
+    code, out, err = run_cli(config, f"--base-port={port}", "--max-steps=90", "--run-id=editor")
+    assert code == 0, err
+    assert f"Listening on port {port}. Start training by pressing the Play button in the Unity Editor." in out
+    thread.join(10)
+    assert game.error is None and game.engine["time_scale"] == 1.0
+
+
+def test_editor_that_never_plays_is_one_line(run_cli, tmp_path):
+    config, _ = _setup(tmp_path, [{"name": "Fake"}])
+    port = free_port()
+    code, _, err = run_cli(config, f"--base-port={port}", "--timeout-wait=1", "--run-id=noeditor")
+    assert code == 1
+    assert err.strip() == (
+        f"trainer-learn: error: no Unity Editor connected on port {port} within 1 s "
+        "(press Play in the Editor, or raise --timeout-wait)"
+    )
+
+
+def test_3dball_example_config_loads():
+    from trainer_test_utils import config_path
+
+    from envs.unity.manager import engine_config
+    from trainers.settings import load_settings
+
+    options = load_settings(config_path("3DBall.yaml"))
+    assert options.env_settings.env_path is None and options.env_settings.timeout_wait == 60
+    assert engine_config(options.engine_settings).time_scale == 20.0
+    assert options.behaviors["3DBall"].hyperparameters.buffer_size == 12000
