@@ -1109,7 +1109,9 @@ def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSet
             data.get("behavioral_cloning"), where.child("behavioral_cloning"), source
         ),
     }
-    return _build(TrainerSettings, data, where, prebuilt=prebuilt)
+    settings = _build(TrainerSettings, data, where, prebuilt=prebuilt)
+    _check_signal_normalize(settings, where, source)
+    return settings
 
 
 def _deep_merge(base: Dict[Any, Any], override: Mapping[Any, Any]) -> Dict[Any, Any]:
@@ -1670,6 +1672,23 @@ def _check_engine(engine: Mapping[str, Any], env_path: Optional[str], where: _Wh
             f"{', '.join(map(str, engine))}: ignored; they configure a Unity build, and "
             f"{env_path} is not one",
         )
+
+
+def _check_signal_normalize(settings: TrainerSettings, where: _Where, source: _Source) -> None:
+    """A signal's ``network_settings.normalize: true`` reads through the policy's running
+    normalisation; without one (the behavior's ``normalize: false``) it reads raw values."""
+    if settings.network_settings.normalize:
+        return
+    for name, signal in settings.reward_signals.items():
+        network = getattr(signal, "network_settings", None)
+        if network is not None and network.normalize:
+            source.warn(
+                where.child("reward_signals").child(name).child("network_settings").key("normalize"),
+                "true: the signal reads raw observations, because the behavior's "
+                "network_settings.normalize is false (its running normalisation is the one "
+                "signals share)",
+                f"{name}.network_settings.normalize",
+            )
 
 
 def _check_deterministic(options: RunOptions, source: _Source) -> None:

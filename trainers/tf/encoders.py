@@ -79,12 +79,14 @@ def build_body(
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
     name: str,
+    num_layers: Optional[int] = None,
 ) -> tf.Tensor:
     """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
 
     Vector observations are normalised (when a normalizer is given) and concatenated; each
     visual observation goes through its own CNN to ``hidden_units``; the concatenation then
-    goes through ``num_layers`` dense layers.
+    goes through ``num_layers`` dense layers (the argument, when given, else the network's;
+    0 leaves the joined encodings as they are).
     """
     act = get_activation(network.activation)
     parts = []
@@ -97,4 +99,5 @@ def build_body(
             else:
                 parts.append(norm.normalize(x) if norm is not None else x)
         joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
-        return mlp(joined, network.hidden_units, network.num_layers, act, "body")
+        layers = network.num_layers if num_layers is None else num_layers
+        return mlp(joined, network.hidden_units, layers, act, "body")
