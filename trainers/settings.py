@@ -27,7 +27,23 @@ Values given on the command line beat the file and are reported as
 
 YAML details handled here: ``5.0e4`` and ``3e-4`` are numbers (PyYAML reads them as strings
 by default), a float that is a whole number is accepted where an integer is meant, booleans
-are strictly ``true``/``false``, and a key given twice in one mapping is an error.
+are strictly ``true``/``false``, and a key given twice in one mapping keeps its last value
+with one warning line naming the file, line and key.
+
+Defaults follow the TensorFlow era of the nested format (ML-Agents release 3 to release 10,
+our lineage): its settings.py had no ``beta_schedule``/``epsilon_schedule``, and its PPO
+decayed beta and epsilon on ``learning_rate_schedule`` (``ppo/optimizer_tf.py``), so an
+absent ``beta_schedule``/``epsilon_schedule`` follows ``learning_rate_schedule``. Given,
+they are honoured (ML-Agents 2.x, where they default to ``linear`` on their own; the two
+eras differ only for ``learning_rate_schedule: constant`` without them).
+
+Keys of other ML-Agents releases (``framework``, ``even_checkpoints``, ``threaded``,
+``network_settings.deterministic``/``goal_conditioning_type``, a reward signal's
+``network_settings``, ``env_settings.num_areas`` and the Unity process keys,
+``checkpoint_settings.load_model``/``train_model``, ``torch_settings``,
+``environment_parameters: null``, ``self_play: null``) are translated when we can honour
+them, else reported by one warning line each (see "Keys of other ML-Agents releases"
+below); warnings go to ``on_warning`` of `load_settings`, by default stderr.
 
 Relative ``demo_path`` values (GAIL, behavioral cloning) are resolved against the config
 file's directory when the file exists there, else against the current working directory

@@ -201,3 +201,21 @@ def test_signal_networks_shape_the_graph_and_choose_raw_or_normalised_inputs():
         assert list(trainer.signals["gail"]._normalizers) == list(policy_norm)
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize(
+    "hyper, beta, epsilon",
+    [
+        # TF era of the nested format (release 3-10): beta and epsilon follow learning_rate_schedule.
+        ("{learning_rate_schedule: constant}", "constant", "constant"),
+        ("{learning_rate_schedule: linear}", "linear", "linear"),
+        # ML-Agents 2.x keys, when given, are honoured.
+        ("{learning_rate_schedule: constant, beta_schedule: linear}", "linear", "constant"),
+        ("{learning_rate_schedule: linear, epsilon_schedule: constant}", "linear", "constant"),
+    ],
+)
+def test_schedules_follow_the_tf_era_unless_given(tmp_path, hyper, beta, epsilon):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"behaviors:\n  A:\n    hyperparameters: {hyper}\n")
+    hp = load(str(path))[0].behaviors["A"].hyperparameters
+    assert (hp.resolved_beta_schedule, hp.resolved_epsilon_schedule) == (beta, epsilon)
