@@ -1214,6 +1214,12 @@ def _trainer_from_flat(
         merged["max_steps"] = max_steps
 
     trainer_type = _trainer_type(merged.get("trainer", "ppo"), where, "trainer")
+    if merged.get("threaded") is True:
+        source.warn(
+            where.key("threaded"),
+            "true: ignored; updates run between environment steps (as with threaded: false)",
+            "threaded",
+        )
     hyper_cls = HYPERPARAMETER_TYPES[trainer_type]
     own = _field_names(hyper_cls)
     hyper: Dict[str, Any] = {}

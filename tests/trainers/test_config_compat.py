@@ -219,3 +219,10 @@ def test_schedules_follow_the_tf_era_unless_given(tmp_path, hyper, beta, epsilon
     path.write_text(f"behaviors:\n  A:\n    hyperparameters: {hyper}\n")
     hp = load(str(path))[0].behaviors["A"].hyperparameters
     assert (hp.resolved_beta_schedule, hp.resolved_epsilon_schedule) == (beta, epsilon)
+
+
+def test_flat_threaded_true_warns(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("default: {trainer: ppo, threaded: true}\nA: {}\nB: {}\n")
+    _, warnings = load(str(path))
+    assert warnings == [f"{path}: default.threaded: true: ignored; updates run between environment steps (as with threaded: false)"]
