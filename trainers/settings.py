@@ -455,7 +455,7 @@ class CuriositySettings(RewardSignalSettings):
     """Size of the learned observation encoding (> 0); unused with network_settings."""
     learning_rate: float = 3e-4
     """Learning rate of the forward and inverse models (> 0)."""
-    network_settings: Optional["NetworkSettings"] = None
+    network_settings: Optional[NetworkSettings] = None
     """ML-Agents 2.0: the encoder's own network (hidden_units = encoding size, num_layers,
     normalize, vis_encode_type); None: encoding_size units, 2 layers, the policy's
     normalisation (the TF era)."""
@@ -481,7 +481,7 @@ class GAILSettings(RewardSignalSettings):
     """Discriminate on observations and actions (True) or observations only (False)."""
     use_vail: bool = False
     """Variational bottleneck in the discriminator (VAIL)."""
-    network_settings: Optional["NetworkSettings"] = None
+    network_settings: Optional[NetworkSettings] = None
     """ML-Agents 2.0: the discriminator's own network (hidden_units, num_layers, normalize,
     vis_encode_type); None: encoding_size units, 2 layers, the policy's normalisation
     (the TF era)."""
@@ -1526,8 +1526,9 @@ _UNITY_PROCESS_KEYS: Dict[str, Any] = {
 }
 
 
-def _pop_network_extras(network: Any, where: _Where, source: _Source) -> Any:
-    """``network_settings`` keys of ML-Agents 2.x that are not fields of NetworkSettings."""
+def _pop_network_extras(network: Any, where: _Where, source: _Source, signal: bool = False) -> Any:
+    """``network_settings`` keys of ML-Agents 2.x that are not fields of NetworkSettings
+    (``signal``: a reward signal's network, where ``deterministic`` means nothing)."""
     if not isinstance(network, Mapping):
         return network
     network = dict(network)
@@ -1541,7 +1542,7 @@ def _pop_network_extras(network: Any, where: _Where, source: _Source) -> Any:
         value = network.pop("deterministic")
         if not isinstance(value, bool):
             raise _fail(where.key("deterministic"), f"expected true or false, got {_describe(value)}")
-        if value:
+        if value and not signal:
             source.deterministic_at.append(where.key("deterministic"))
     return network
 
@@ -1605,7 +1606,9 @@ def _compat_signal(name: str, section: Any, where: _Where, source: _Source) -> A
     if network is None:
         del section["network_settings"]
         return section
-    section["network_settings"] = _pop_network_extras(network, where.child("network_settings"), source)
+    section["network_settings"] = _pop_network_extras(
+        network, where.child("network_settings"), source, signal=True
+    )
     if section.get("encoding_size") is not None:
         source.warn(
             where.key("encoding_size"),

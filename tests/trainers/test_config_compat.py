@@ -226,3 +226,13 @@ def test_flat_threaded_true_warns(tmp_path):
     path.write_text("default: {trainer: ppo, threaded: true}\nA: {}\nB: {}\n")
     _, warnings = load(str(path))
     assert warnings == [f"{path}: default.threaded: true: ignored; updates run between environment steps (as with threaded: false)"]
+
+
+def test_deterministic_in_a_signal_network_means_nothing(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "behaviors:\n  A:\n    reward_signals:\n      extrinsic: {}\n"
+        "      curiosity: {network_settings: {deterministic: true, goal_conditioning_type: none}}\n"
+    )
+    options, warnings = load(str(path))
+    assert warnings == [] and options.behaviors["A"].reward_signals["curiosity"].network_settings is not None
