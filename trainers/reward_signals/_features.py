@@ -21,12 +21,13 @@ if TYPE_CHECKING:
 
 
 def signal_network(
-    settings: Any, policy: "Policy", tf_era_layers: int
+    settings: Any, policy: "Policy", tf_era_layers: int, tf_era_normalized: bool = True
 ) -> Tuple[NetworkSettings, Sequence[Optional[Normalizer]]]:
     """The network of a learned signal (curiosity, GAIL) and the normalisers it reads through.
 
     Without ``settings.network_settings`` (the TF era): ``encoding_size`` units,
-    ``tf_era_layers`` layers, the policy's visual encoder and the policy's normalisers.
+    ``tf_era_layers`` layers, the policy's visual encoder, and the policy's normalisers
+    when ``tf_era_normalized`` (else raw observations).
     With it (ML-Agents 2.0): its ``hidden_units``, ``num_layers``, ``vis_encode_type`` and
     activation; ``normalize: true`` reads observations through the policy's running
     normalisation (the one this trainer keeps; the loader warns when the policy has none),
@@ -40,7 +41,8 @@ def signal_network(
             vis_encode_type=policy.settings.network_settings.vis_encode_type,
             activation="swish",
         )
-        return network, policy.normalizers
+        raw = [None] * len(policy.normalizers)
+        return network, policy.normalizers if tf_era_normalized else raw
     network = NetworkSettings(
         hidden_units=own.hidden_units,
         num_layers=own.num_layers,
