@@ -35,7 +35,8 @@ Dtypes (decided from what ML-Agents 2.0's exporter wrote and what Unity's runtim
 Sampling ops: ``RandomStandardNormal`` with the dynamic batch shape becomes ONNX
 ``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial``; tf2onnx writes
 ``seed=0`` on both, which makes every onnxruntime session draw the same numbers, so the
-attribute is removed: every session draws fresh noise, as in ML-Agents' exports.
+attribute is removed: onnxruntime then seeds per process and draws fresh noise at every
+call, and Unity's runtimes draw their own.
 
 Visual observations: the convolutions run in NCHW in ONNX and the encoders flatten in
 channel-major order (as ML-Agents does), so the exported graph has no Transpose.

@@ -24,8 +24,9 @@ def _flatten_channels_first(x: tf.Tensor) -> tf.Tensor:
 
     The exported model takes NCHW images and tf2onnx runs the convolutions in NCHW, so
     this transpose cancels against the one tf2onnx puts after the last convolution: the
-    ONNX graph has no Transpose (which Barracuda's layout pass handles badly), and its
-    flatten order is ML-Agents'.
+    ONNX graph has no Transpose for Barracuda's layout conversion to reorder, and its
+    flatten order is ML-Agents'. (Checkpoints of visual policies written before this
+    order changed load, but their first dense layer after the CNN sees permuted inputs.)
     """
     return flatten(tf.transpose(x, [0, 3, 1, 2]))
 
