@@ -36,7 +36,7 @@ Sampling ops: ``RandomStandardNormal`` with the dynamic batch shape becomes ONNX
 ``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial``; tf2onnx writes
 ``seed=0`` on both, which makes every onnxruntime session draw the same numbers, so the
 attribute is removed: onnxruntime then seeds per process and draws fresh noise at every
-call, and Unity's runtimes draw their own.
+call, and no runtime that honours the attribute repeats one fixed noise sequence.
 
 Visual observations: the convolutions run in NCHW in ONNX and the encoders flatten in
 channel-major order (as ML-Agents does), so the exported graph has no Transpose.
