@@ -32,9 +32,14 @@ Dtypes (decided from what ML-Agents 2.0's exporter wrote and what Unity's runtim
   as ``torch.multinomial`` / ``torch.argmax`` produced them; Unity reads them as
   ``Tensor<int>`` (a float output would load and then fail at inference).
 
-Sampling ops convert as they are: ``RandomStandardNormal`` with the dynamic batch shape
-becomes ONNX ``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial`` (no seed:
-every session draws fresh noise).
+Sampling ops: ``RandomStandardNormal`` with the dynamic batch shape becomes ONNX
+``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial``; tf2onnx writes
+``seed=0`` on both, which makes every onnxruntime session draw the same numbers, so the
+attribute is removed: onnxruntime then seeds per process and draws fresh noise at every
+call, and no runtime that honours the attribute repeats one fixed noise sequence.
+
+Visual observations: the convolutions run in NCHW in ONNX and the encoders flatten in
+channel-major order (as ML-Agents does), so the exported graph has no Transpose.
 
 TF-era contract (``legacy_names=True``, ``version_number`` 2), for older runtimes: inputs
 ``vector_observation`` ``[batch, sum of vector sizes]`` (every vector observation
@@ -74,11 +79,19 @@ from trainers.tf.distributions import env_continuous
 from trainers.tf.normalizer import CLIP as NORMALIZER_CLIP
 
 FORMATS = ("pb", "onnx")
-DEFAULT_OPSET = 15
-# tf2onnx 1.17 converts opsets up to 18. Below 10 it cannot express this graph: random
-# normal noise of a dynamic shape needs 9, the discrete heads' ``[:, None]`` slices 10.
-MIN_OPSET = 10
+# Opset 9 is what ML-Agents exports (``SerializationSettings.onnx_opset``) and what every
+# Unity runtime imports: Barracuda 1.x-2.x (ML-Agents 1.x-2.x) and Sentis / Inference
+# Engine (ML-Agents 3.x). Up to 12 Unsqueeze keeps its axes as an attribute, which is all
+# Barracuda before 2.3 reads (13 makes them an input); Sentis reads 7 to 15; 16-18 are for
+# onnxruntime. tf2onnx 1.17 converts 9 to 18; below 9 random normal noise of a dynamic
+# shape (ConstantOfShape) has no form.
+DEFAULT_OPSET = 9
+MIN_OPSET = 9
 MAX_OPSET = 18
+BARRACUDA_MAX_OPSET = 12
+SENTIS_MAX_OPSET = 15
+# ONNX ops that draw random numbers; their ``seed`` attribute is removed (see `to_onnx`).
+RANDOM_OPS = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial")
 CHECK_TOLERANCE = 1e-5
 CHECK_BATCH = 16
 
@@ -327,7 +340,8 @@ def check_opset(opset: int) -> int:
     if not MIN_OPSET <= value <= MAX_OPSET:
         raise ExportError(
             f"opset {value} is not supported: ONNX export works with opsets {MIN_OPSET} to {MAX_OPSET} "
-            f"(Unity Sentis reads up to 15; default {DEFAULT_OPSET})"
+            f"(Barracuda reads up to {BARRACUDA_MAX_OPSET}, Sentis up to {SENTIS_MAX_OPSET}; "
+            f"default {DEFAULT_OPSET}, as ML-Agents)"
         )
     return value
 
@@ -418,6 +432,11 @@ def to_onnx(frozen: FrozenActor, opset: int = DEFAULT_OPSET, behavior_name: str 
             f"{capture.first or 'unexpected inputs/outputs ' + str([i.name for i in graph.input] + list(by_name))}"
         )
     _constant_outputs_as_nodes(graph, frozen.output_names)
+    for node in graph.node:
+        if node.op_type in RANDOM_OPS:
+            kept_attributes = [a for a in node.attribute if a.name != "seed"]
+            del node.attribute[:]
+            node.attribute.extend(kept_attributes)
     used_domains = {node.domain or "" for node in graph.node}
     kept = [o for o in model.opset_import if (o.domain or "") in used_domains or (o.domain or "") == ""]
     del model.opset_import[:]

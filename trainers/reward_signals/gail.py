@@ -38,9 +38,15 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from envs.demo import check_demo_spec, load_demonstration
 from envs.exceptions import DemoError
-from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, safe_mean
+from trainers.reward_signals._features import (
+    action_features,
+    action_placeholders,
+    obs_placeholders,
+    safe_mean,
+    signal_network,
+)
 from trainers.reward_signals.base import FeedDict, RewardSignal, SignalTower
-from trainers.settings import GAILSettings, NetworkSettings
+from trainers.settings import GAILSettings
 from trainers.tf import tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense, swish
@@ -133,12 +139,9 @@ class GAILRewardSignal(RewardSignal):
         self.expert = load_expert_data(settings.demo_path, policy.behavior_name, spec)
         # The only state prepare_update touches: draws of the expert rows.
         self._rng = np.random.default_rng(seed)
-        self._network = NetworkSettings(
-            hidden_units=settings.encoding_size,
-            num_layers=1,
-            vis_encode_type=policy.settings.network_settings.vis_encode_type,
-            activation="swish",
-        )
+        # The discriminator has num_layers hidden layers in all: num_layers - 1 on the
+        # observations, then one on [encoding, actions, done].
+        self._network, self._normalizers = signal_network(settings, policy, tf_era_layers=2)
         with policy.graph.as_default():
             self._optimizer = tf.train.AdamOptimizer(settings.learning_rate, name=f"{name}_adam")
             self.beta: Optional[tf.Variable] = None
@@ -205,9 +208,12 @@ class GAILRewardSignal(RewardSignal):
         is ``mean + sigma * z_noise`` (``[B, Z_SIZE]`` standard normal), or the mean when
         ``z_noise`` is None (rewards, gradient penalty)."""
         spec = self.policy.spec
-        units = self.settings.encoding_size
+        units = self._network.hidden_units
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
-            encoded = build_body(obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder")
+            encoded = build_body(
+                obs, spec.observation_specs, self._network, self._normalizers, "encoder",
+                num_layers=self._network.num_layers - 1,
+            )
             parts = [encoded] + ([actions] if actions is not None else []) + [done[:, None]]
             hidden = dense(tf.concat(parts, axis=1), units, "hidden", swish)
             kl = None
