@@ -1523,8 +1523,8 @@ _UNSUPPORTED_SIGNALS: Dict[str, str] = {
 }
 
 # env_settings keys that manage Unity processes, with ML-Agents' defaults.
+# (timeout_wait is a field of EnvSettings: the Unity communicator honours it.)
 _UNITY_PROCESS_KEYS: Dict[str, Any] = {
-    "timeout_wait": 60,
     "max_lifetime_restarts": 10,
     "restarts_rate_limit_n": 1,
     "restarts_rate_limit_period_s": 60,
@@ -1647,13 +1647,18 @@ def _compat_env(raw: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any
                 )
     args = raw.get("env_args")
     if isinstance(args, (list, tuple)):
-        # ML-Agents: command-line arguments for the Unity executable.
-        del raw["env_args"]
-        source.warn(
-            where.key("env_args"),
-            "a list (arguments for a Unity executable): ignored; env_args is a mapping of "
-            "the environment's keyword arguments here",
-        )
+        # ML-Agents: command-line arguments for the Unity executable. A Unity build reads
+        # them as {args: [...]} (envs/unity/manager.py); other envs take keyword arguments.
+        env_path = raw.get("env_path")
+        if env_path is None or (isinstance(env_path, str) and not env_path.startswith(("builtin:", "gym:"))):
+            raw["env_args"] = {"args": list(args)}
+        else:
+            del raw["env_args"]
+            source.warn(
+                where.key("env_args"),
+                "a list (arguments for a Unity executable): ignored; env_args is a mapping of "
+                "the environment's keyword arguments here",
+            )
     return raw
 
 

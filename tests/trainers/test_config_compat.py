@@ -74,7 +74,7 @@ def test_keys_we_cannot_honour_give_one_warning_line_each():
         "behaviors.CartPole-v1.framework: pytorch: ignored; trainer-learn trains the same algorithm with TensorFlow",
         "behaviors.CartPole-v1.threaded: true: ignored; updates run between environment steps",
         "env_settings.num_areas: 4: ignored (training areas are instantiated by a Unity build); use agents_per_env",
-        "env_settings.timeout_wait: 120: ignored (Unity process restarts and timeouts)",
+        "env_settings.max_lifetime_restarts: 3: ignored (Unity process restarts and timeouts)",
         "env_settings.env_args: a list (arguments for a Unity executable): ignored",
         "torch_settings.device: 'cuda': ignored; trainer-learn trains with TensorFlow",
         "engine_settings: no_graphics, time_scale: ignored; they configure a Unity build, and gym:CartPole-v1 is not one",
@@ -84,6 +84,18 @@ def test_keys_we_cannot_honour_give_one_warning_line_each():
         assert "\n" not in line and line.startswith(f"{path}: ")
     for text in expected:
         assert sum(text in line for line in warnings) == 1, (text, warnings)
+
+
+def test_list_env_args_are_a_unity_builds_command_line(tmp_path):
+    config = tmp_path / "unity.yaml"
+    config.write_text(
+        "behaviors:\n  3DBall:\n    trainer_type: ppo\n"
+        "env_settings:\n  env_path: builds/3DBall.x86_64\n  env_args: [-logFile, '-']\n  timeout_wait: 120\n"
+    )
+    options, warnings = load(str(config))
+    assert warnings == []
+    assert options.env_settings.env_args == {"args": ["-logFile", "-"]}
+    assert options.env_settings.timeout_wait == 120  # honoured by the Unity communicator
 
 
 def test_keys_we_honour_are_translated():
