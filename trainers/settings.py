@@ -536,7 +536,8 @@ class TrainerSettings:
     init_path: Optional[str] = None
     """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
     threaded: bool = False
-    """Accepted for ML-Agents compatibility and ignored."""
+    """Update in a thread while the envs keep stepping with the previous weights (PPO;
+    trainers/threaded.py). False (default): updates stop the envs, runs are reproducible."""
 
     def __post_init__(self) -> None:
         _check_choice(self, "trainer_type", TRAINER_TYPES)
