@@ -764,6 +764,7 @@ class SubprocessEnvManager(EnvManager):
         self._conns: List[Any] = []
         self._channels: List[Optional[_Channel]] = [None] * int(num_envs)
         self._unconfirmed: List[SharedMemory] = []  # created, not yet unlinked
+        self._warned_shm = False
         # The finalizer holds the lists, not self: it runs on close(), on garbage
         # collection and at interpreter exit, whichever comes first.
         self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self._unconfirmed, 5.0)
@@ -865,11 +866,20 @@ class SubprocessEnvManager(EnvManager):
         for i, worker_caps in zip(workers, caps):
             layout = _Layout(self._names, self._specs, worker_caps)
             name = f"{_SHM_PREFIX}{os.getpid()}_{i}_{secrets.token_hex(4)}"
-            shm = SharedMemory(name=name, create=True, size=layout.size)
+            try:
+                shm = SharedMemory(name=name, create=True, size=layout.size)
+            except OSError as e:  # /dev/shm full or missing: this worker keeps its pipe format
+                if not self._warned_shm:
+                    self._warned_shm = True
+                    print(f"[WARNING] env workers: no shared memory ({_one_line(str(e))}); steps go through pipes",
+                          flush=True)
+                continue
             self._unconfirmed.append(shm)
             fresh.append((i, shm, layout))
             self._send(i, _MAP + pickle.dumps((shm.name, worker_caps)))
-        self._gather(timeout, workers=workers)
+        if not fresh:
+            return
+        self._gather(timeout, workers=[i for i, _, _ in fresh])
         for i, shm, layout in fresh:
             self._unconfirmed.remove(shm)
             shm.unlink()  # both sides have it mapped; the name is no longer needed

@@ -157,7 +157,7 @@ class Policy:
             self.actor = build_actor(self.obs, self.action_masks, spec, network, self.normalizers)
             self._build_outputs(action_spec)
             self._acting: Optional[_ActingCopy] = (
-                _ActingCopy(self.obs, self.action_masks, spec, network, self.normalizers)
+                _ActingCopy(lambda: build_actor(self.obs, self.action_masks, spec, network, self.normalizers))
                 if settings.threaded
                 else None
             )
@@ -295,21 +295,16 @@ class _ActingCopy:
     twin in one group, which also initialises them.
     """
 
-    def __init__(
-        self,
-        obs: Sequence[tf.Tensor],
-        action_masks: Optional[tf.Tensor],
-        spec: BehaviorSpec,
-        network: NetworkSettings,
-        normalizers: Sequence[Optional[Normalizer]],
-    ) -> None:
+    def __init__(self, build: Callable[[], ActorTensors]) -> None:
+        """``build``: builds the actor (`build_actor` on the policy's inputs) in the current scope."""
+
         def local_getter(getter: Callable[..., tf.Variable], name: str, *args: object, **kwargs: object) -> tf.Variable:
             kwargs["trainable"] = False
             kwargs["collections"] = [tf.GraphKeys.LOCAL_VARIABLES]
             return getter(name, *args, **kwargs)
 
         with tf.variable_scope(ACTING_SCOPE, custom_getter=local_getter):
-            actor = build_actor(obs, action_masks, spec, network, normalizers)
+            actor = build()
         prefix = ACTING_SCOPE + "/"
         copies = [v for v in tf.local_variables() if v.op.name.startswith(prefix)]
         sources = {v.op.name: v for v in tf.global_variables()}

@@ -33,11 +33,31 @@ taking 30 % of the loop, 30 % of the experience). Their share is reported per up
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
 
 from trainers.trajectory import Trajectory
+
+#: GIL switch interval while an update thread runs. The update thread holds the GIL between
+#: its ``sess.run`` calls (minibatch slicing, feeds); with Python's default 5 ms the
+#: controller thread, woken by an env step that takes ~1 ms, could wait that long for it.
+SWITCH_INTERVAL_S = 0.0002
+_running = [0, 0.005]  # updates running in this process, the interval to restore after the last
+
+
+def _update_started() -> None:
+    if _running[0] == 0:
+        _running[1] = sys.getswitchinterval()
+        sys.setswitchinterval(min(_running[1], SWITCH_INTERVAL_S))
+    _running[0] += 1
+
+
+def _update_finished() -> None:
+    _running[0] -= 1
+    if _running[0] == 0:
+        sys.setswitchinterval(_running[1])
 
 
 class BackgroundUpdater:
@@ -80,6 +100,7 @@ class BackgroundUpdater:
                 self._error = e
 
         self._started = time.perf_counter()
+        _update_started()  # start() and poll() run in the controller thread only
         self._thread = threading.Thread(target=run, name=f"update-{self.trainer.behavior_name}", daemon=True)
         self._thread.start()
 
@@ -92,6 +113,7 @@ class BackgroundUpdater:
             return None
         thread.join()
         duration = time.perf_counter() - self._started
+        _update_finished()
         self._thread = None
         if self._error is not None:
             error, self._error = self._error, None

@@ -392,3 +392,19 @@ def test_step_delay_ms_slows_the_builtin_env() -> None:
     assert time.perf_counter() - start >= 0.02
     with pytest.raises(EnvError, match="step_delay_ms"):
         make_env("builtin:Simple", {"step_delay_ms": -1}, 0)
+
+
+def test_without_shared_memory_the_pipes_carry_the_steps(monkeypatch, capsys) -> None:
+    import envs.env_manager as env_manager
+
+    def no_shm(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(env_manager, "SharedMemory", no_shm)
+    with InProcessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=2, seed=3) as local:
+        expected = _trajectory(local, 10)
+    with SubprocessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=2, seed=3) as remote:
+        assert remote.shared_memory_capacities == [None, None]
+        _assert_same(expected, _trajectory(remote, 10))
+    assert capsys.readouterr().out.count("no shared memory") == 1
+    _no_orphans()
