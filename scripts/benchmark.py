@@ -12,6 +12,13 @@ per buffer with the one-run update beside the upstream-style mode that runs each
 update in its own ``sess.run``.
 
     python scripts/benchmark.py --signals [--steps=20480]
+
+With ``--profile``: the same run under cProfile counting CPU time (``time.process_time``,
+so other processes on the machine do not inflate the figures; TensorFlow's own threads
+are counted too), and the CPU time split by where it is spent (self time per group of
+functions) plus the costliest functions.
+
+    python scripts/benchmark.py --profile [--steps=100000]
 """
 from __future__ import annotations
 
@@ -97,13 +104,62 @@ def signals_benchmark(steps: int, seed: int) -> None:
     print(f"  the one-run update takes {100 * (1 - one / sep):.0f} % less time than separate runs")
 
 
+PROFILE_GROUPS = (
+    ("TensorFlow session runs", lambda f, fn: "TF_Session" in fn),
+    ("Gymnasium (the env itself)", lambda f, fn: "/gymnasium/" in f),
+    ("envs/ (env API, Gymnasium adapter, managers)", lambda f, fn: "/envs/" in f),
+    ("trainers/controller.py", lambda f, fn: f.endswith("trainers/controller.py")),
+    ("trainers/trajectory.py", lambda f, fn: f.endswith("trainers/trajectory.py")),
+    ("trainers/policy.py + tf/session.py", lambda f, fn: f.endswith(("trainers/policy.py", "tf/session.py"))),
+    ("trainers/ (other: trainer, buffer, stats...)", lambda f, fn: "/trainers/" in f),
+    ("numpy (Python level and C calls cProfile sees)", lambda f, fn: "numpy" in f or "numpy" in fn),
+)
+
+
+def profile(config: str, steps: int, seed: int) -> None:
+    import cProfile
+    import pstats
+
+    import trainers.controller  # noqa: F401  (imports stay out of the profile)
+    import trainers.export  # noqa: F401
+
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    res = run(config, steps, seed)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    totals = {name: 0.0 for name, _ in PROFILE_GROUPS}
+    totals["other (Python builtins, imports, TensorFlow Python)"] = 0.0
+    loop_calls = 0
+    for (filename, _, function), (_, calls, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        for name, match in PROFILE_GROUPS:
+            if match(filename, function):
+                totals[name] += tottime
+                break
+        else:
+            totals["other (Python builtins, imports, TensorFlow Python)"] += tottime
+        if function == "_advance" and filename.endswith("controller.py"):
+            loop_calls = calls
+    cpu = sum(totals.values())
+    print(f"cProfile, CPU time: {cpu:.1f} s for {res['steps']} steps ({loop_calls} controller steps), "
+          f"{1e6 * cpu / max(res['steps'], 1):.0f} us per step; final reward {res['final_reward']:.1f}")
+    for name, value in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<52} {value:7.1f} s  ({100 * value / cpu:4.1f} %)  {1e6 * value / res['steps']:6.1f} us/step")
+    print("Costliest functions (self CPU time):")
+    stats.sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="default 100000 (20480 with --signals)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--config", default=os.path.join(ROOT, "config", "ppo", "CartPole.yaml"))
     parser.add_argument("--signals", action="store_true", help="PPO + curiosity + GAIL update-time comparison")
+    parser.add_argument("--profile", action="store_true", help="cProfile split of the run (CPU time)")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.config, args.steps or 100_000, args.seed)
+        return None
     if args.signals:
         steps = args.steps or 20480
         print(f"PPO + curiosity + GAIL on builtin:Simple, {steps} steps")

@@ -28,6 +28,7 @@ from trainers.tf.normalizer import Normalizer, build_normalizer
 from trainers.tf.session import FastCallable, make_session
 
 POLICY_SCOPE = "policy"
+ACTING_SCOPE = "acting"  # threaded trainers: the copy of the actor that acts during updates
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,11 @@ class Policy:
             self._step_assign = tf.assign(self.global_step, self._step_ph)
             self.actor = build_actor(self.obs, self.action_masks, spec, network, self.normalizers)
             self._build_outputs(action_spec)
+            self._acting: Optional[_ActingCopy] = (
+                _ActingCopy(lambda: build_actor(self.obs, self.action_masks, spec, network, self.normalizers))
+                if settings.threaded
+                else None
+            )
         self.session = make_session(self.graph, devices, cpu_only)
         self._act: Optional[Callable[..., list]] = None
         self._act_deterministic: Optional[Callable[..., list]] = None
@@ -191,10 +197,11 @@ class Policy:
         return self.obs + ([self.action_masks] if self.action_masks is not None else [])
 
     def _make_act(self, deterministic: bool) -> Callable[..., list]:
+        source: "Policy | _ActingCopy" = self._acting if self._acting is not None else self
         if deterministic:
-            fetches = [self.deterministic_continuous, self.deterministic_discrete]
+            fetches = [source.deterministic_continuous, source.deterministic_discrete]
         else:
-            fetches = [self.raw_continuous, self.env_continuous, self.discrete, self.log_probs]
+            fetches = [source.raw_continuous, source.env_continuous, source.discrete, source.log_probs]
         present = [f for f in fetches if f is not None]
         run = FastCallable(self.session, present, self._feed_list())
 
@@ -249,6 +256,16 @@ class Policy:
             )
         return cached
 
+    def sync_acting_weights(self) -> None:
+        """Threaded trainers: copies the trained actor into the acting copy, in one run.
+
+        `act` reads only the acting copy, so an update running in another thread never
+        changes the weights an inference call sees; this swap is the only moment they change.
+        No-op without ``threaded``.
+        """
+        if self._acting is not None:
+            self.session.run(self._acting.sync_op)
+
     def update_normalization(self, obs: Sequence[np.ndarray]) -> None:
         """Merges a trajectory's vector observations into the running statistics (one run)."""
         feed = {n.update_input: o for n, o in zip(self.normalizers, obs) if n is not None}
@@ -266,3 +283,39 @@ class Policy:
 
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))
+
+
+class _ActingCopy:
+    """A second actor (``acting/policy/...``) with its own weights, for threaded trainers.
+
+    It reads the same observation placeholders and normalizers as the policy (normalizer
+    statistics only change between updates; see `trainers.threaded`). Its variables are
+    local (not saved in checkpoints, not trainable, not exported: export freezes the named
+    outputs of the policy itself); ``sync_op`` assigns every one from its ``policy/...``
+    twin in one group, which also initialises them.
+    """
+
+    def __init__(self, build: Callable[[], ActorTensors]) -> None:
+        """``build``: builds the actor (`build_actor` on the policy's inputs) in the current scope."""
+
+        def local_getter(getter: Callable[..., tf.Variable], name: str, *args: object, **kwargs: object) -> tf.Variable:
+            kwargs["trainable"] = False
+            kwargs["collections"] = [tf.GraphKeys.LOCAL_VARIABLES]
+            return getter(name, *args, **kwargs)
+
+        with tf.variable_scope(ACTING_SCOPE, custom_getter=local_getter):
+            actor = build()
+        prefix = ACTING_SCOPE + "/"
+        copies = [v for v in tf.local_variables() if v.op.name.startswith(prefix)]
+        sources = {v.op.name: v for v in tf.global_variables()}
+        self.sync_op = tf.group(*[c.assign(sources[c.op.name[len(prefix):]]) for c in copies], name="sync_acting")
+        self.raw_continuous = self.env_continuous = self.deterministic_continuous = None
+        self.discrete = self.deterministic_discrete = None
+        if actor.continuous is not None:
+            self.raw_continuous = actor.continuous.sample
+            self.env_continuous = env_continuous(self.raw_continuous)
+            self.deterministic_continuous = env_continuous(actor.continuous.mean)
+        if actor.discrete is not None:
+            self.discrete = actor.discrete.sample
+            self.deterministic_discrete = actor.discrete.deterministic
+        self.log_probs = actor.log_prob(self.raw_continuous, self.discrete)

@@ -37,7 +37,7 @@ absent ``beta_schedule``/``epsilon_schedule`` follows ``learning_rate_schedule``
 they are honoured (ML-Agents 2.x, where they default to ``linear`` on their own; the two
 eras differ only for ``learning_rate_schedule: constant`` without them).
 
-Keys of other ML-Agents releases (``framework``, ``even_checkpoints``, ``threaded``,
+Keys of other ML-Agents releases (``framework``, ``even_checkpoints``,
 ``network_settings.deterministic``/``goal_conditioning_type``, a reward signal's
 ``network_settings``, ``env_settings.num_areas`` and the Unity process keys,
 ``checkpoint_settings.load_model``/``train_model``, ``torch_settings``,
@@ -571,7 +571,8 @@ class TrainerSettings:
     init_path: Optional[str] = None
     """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
     threaded: bool = False
-    """Accepted for ML-Agents compatibility and ignored."""
+    """Update in a thread while the envs keep stepping with the previous weights (PPO;
+    trainers/threaded.py). False (default): updates stop the envs, runs are reproducible."""
 
     def __post_init__(self) -> None:
         _check_choice(self, "trainer_type", TRAINER_TYPES)
@@ -1218,12 +1219,6 @@ def _trainer_from_flat(
         merged["max_steps"] = max_steps
 
     trainer_type = _trainer_type(merged.get("trainer", "ppo"), where, "trainer")
-    if merged.get("threaded") is True:
-        source.warn(
-            where.key("threaded"),
-            "true: ignored; updates run between environment steps (as with threaded: false)",
-            "threaded",
-        )
     hyper_cls = HYPERPARAMETER_TYPES[trainer_type]
     own = _field_names(hyper_cls)
     hyper: Dict[str, Any] = {}
@@ -1577,12 +1572,6 @@ def _compat_trainer(data: Dict[Any, Any], where: _Where, source: _Source) -> Dic
             keep, _ = _coerce(data.get("keep_checkpoints", 5), int, where, "keep_checkpoints")
             if _is_int(max_steps) and _is_int(keep) and keep > 0:
                 data["checkpoint_interval"] = max(max_steps // keep, 1)
-    if data.get("threaded") is True:
-        source.warn(
-            where.key("threaded"),
-            "true: ignored; updates run between environment steps (as with threaded: false)",
-            "threaded",
-        )
     if "self_play" in data and data["self_play"] is None:
         del data["self_play"]  # ML-Agents writes `self_play: null` into every resolved config
     if "network_settings" in data:

@@ -72,7 +72,6 @@ def test_keys_we_cannot_honour_give_one_warning_line_each():
     assert options.env_settings.env_args == {}
     expected = [
         "behaviors.CartPole-v1.framework: pytorch: ignored; trainer-learn trains the same algorithm with TensorFlow",
-        "behaviors.CartPole-v1.threaded: true: ignored; updates run between environment steps",
         "env_settings.num_areas: 4: ignored (training areas are instantiated by a Unity build); use agents_per_env",
         "env_settings.max_lifetime_restarts: 3: ignored (Unity process restarts and timeouts)",
         "env_settings.env_args: a list (arguments for a Unity executable): ignored",
@@ -175,11 +174,11 @@ def test_signal_normalize_without_a_policy_normaliser_warns(tmp_path):
 
 def test_default_settings_key_warns_once_for_every_behavior(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("default_settings: {threaded: true}\nbehaviors: {A: {}, B: {}}\n")
+    path.write_text("default_settings: {framework: pytorch}\nbehaviors: {A: {}, B: {}}\n")
     _, warnings = load(str(path))
     assert warnings == [
-        f"{path}: default_settings.threaded: true: ignored; updates run between environment steps "
-        "(as with threaded: false)"
+        f"{path}: default_settings.framework: pytorch: ignored; trainer-learn trains the same "
+        "algorithm with TensorFlow"
     ]
 
 
@@ -233,11 +232,15 @@ def test_schedules_follow_the_tf_era_unless_given(tmp_path, hyper, beta, epsilon
     assert (hp.resolved_beta_schedule, hp.resolved_epsilon_schedule) == (beta, epsilon)
 
 
-def test_flat_threaded_true_warns(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text("default: {trainer: ppo, threaded: true}\nA: {}\nB: {}\n")
-    _, warnings = load(str(path))
-    assert warnings == [f"{path}: default.threaded: true: ignored; updates run between environment steps (as with threaded: false)"]
+def test_threaded_true_is_honoured_in_both_formats(tmp_path):
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("default: {trainer: ppo, threaded: true}\nA: {}\nB: {}\n")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("default_settings: {threaded: true}\nbehaviors: {A: {}, B: {}}\n")
+    for path in (flat, nested):
+        options, warnings = load(str(path))
+        assert warnings == []
+        assert all(b.threaded for b in options.behaviors.values())
 
 
 def test_deterministic_in_a_signal_network_means_nothing(tmp_path):
