@@ -3,7 +3,8 @@
 Per env step and behavior: terminal steps close trajectories, decision steps credit
 rewards, then **one** inference ``sess.run`` acts for every agent of the behavior across
 all env workers. Full buffers trigger updates. Checkpoints are written every
-``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker fails.
+``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker or a
+cluster worker fails.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
+from trainers.exceptions import WorkerLostError
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus, behavior_dir_name
 from trainers.trajectory import AgentProcessor
@@ -135,6 +137,9 @@ class TrainerController:
         except EnvWorkerError:
             self._finish(start)  # save what was learned, then report the worker's failure
             raise
+        except WorkerLostError as exc:
+            self._finish(start)  # the weights of the last completed update
+            raise WorkerLostError(f"{exc}; checkpoint saved in {self.run_dir} (continue with --resume)") from None
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)

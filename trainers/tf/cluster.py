@@ -35,23 +35,21 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from trainers.exceptions import TrainerError
+from trainers.exceptions import ClusterError, WorkerLostError
 from trainers.settings import ClusterSettings
 from trainers.tf import tf
 from trainers.tf.session import FastCallable
+from trainers.tf.towers import VARIABLE_OPS
 
-CHIEF_JOB = "chief"
+# The chief's job is named "localhost", the job of every in-process session: its CPU is
+# then the same device name, /job:localhost/replica:0/task:0/device:CPU:0, for the
+# distributed master and for the chief's local session, and the variables can be pinned
+# there for both (an explicit /job:chief device cannot be placed by a local session).
+CHIEF_JOB = "localhost"
+CHIEF_CPU = f"/job:{CHIEF_JOB}/replica:0/task:0/device:CPU:0"
 WORKER_JOB = "worker"
 _SHUTDOWN_QUEUE = "trainer_learn_shutdown"
 _TASK = re.compile(r"/job:worker/replica:\d+/task:(\d+)")
-
-
-class ClusterError(TrainerError):
-    """The cluster cannot be used: a worker did not answer, a device does not exist."""
-
-
-class WorkerLostError(ClusterError):
-    """A worker stopped answering during a run (the controller saves a checkpoint first)."""
 
 
 def cluster_spec(settings: ClusterSettings) -> tf.train.ClusterSpec:
@@ -197,6 +195,7 @@ def serve_worker(settings: ClusterSettings, task: int) -> int:
             except tf.errors.DeadlineExceededError:
                 continue  # wakes up once a second so that SIGINT is handled
         print(f"[INFO] worker {task}: ended by the chief", flush=True)
+        time.sleep(1.0)  # lets the chief close its session before this server goes away
     except KeyboardInterrupt:
         print(f"[INFO] worker {task}: interrupted", flush=True)
     return 0
@@ -261,6 +260,11 @@ class ClusterLink:
     """
 
     def __init__(self, graph: tf.Graph, local_session: tf.Session, target: str, workers: Sequence[str]) -> None:
+        # Every variable on the chief's CPU. Left unplaced, a variable would be placed with
+        # the first tower that reads it (a resource is colocated with its readers).
+        for op in graph.get_operations():
+            if op.type in VARIABLE_OPS:
+                op._set_device(CHIEF_CPU)  # noqa: SLF001 (before any session has seen the graph)
         with graph.as_default(), tf.name_scope("cluster_mirror"):
             variables = tf.global_variables()
             reads = [v.read_value() if hasattr(v, "read_value") else tf.identity(v) for v in variables]
