@@ -184,7 +184,7 @@ def test_cluster_run_learns_simple_and_ends_the_workers(cluster, run_cli):
     rows = reward_rows(run_cli.results, "cl")
     assert rows[-1][1] > 0.9, rows
     with open(os.path.join(run_cli.results, "cl", "configuration.yaml")) as f:
-        assert yaml.safe_load(f)["cluster_settings"]["workers"] == load_cluster_file(path).workers
+        assert tuple(yaml.safe_load(f)["cluster_settings"]["workers"]) == load_cluster_file(path).workers
     for w in workers:  # the chief ended them: they stop by themselves
         assert w.process.wait(timeout=30) == 0
         assert any("ended by the chief" in line for line in w.lines)

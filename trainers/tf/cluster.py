@@ -225,8 +225,11 @@ class UpdateSession(tf.Session):
             raise lost_worker(exc, self.workers) from None
 
     def _make_callable_from_options(self, callable_options):  # noqa: D102
-        call = super()._make_callable_from_options(callable_options)
         workers = self.workers
+        try:  # making a callable registers its graph with every worker it uses
+            call = super()._make_callable_from_options(callable_options)
+        except tf.errors.OpError as exc:
+            raise lost_worker(exc, workers) from None
 
         def guarded(*args, **kwargs):
             try:
