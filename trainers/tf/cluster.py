@@ -218,38 +218,46 @@ class UpdateSession(tf.Session):
         super().__init__(target, graph=graph, config=config)
         self.workers = tuple(workers)
 
-    def run(self, *args, **kwargs):  # noqa: D102 (tf.Session.run)
+    def _guard(self, call, *args, **kwargs):
         try:
-            return super().run(*args, **kwargs)
+            return call(*args, **kwargs)
         except tf.errors.OpError as exc:
-            raise lost_worker(exc, self.workers) from None
+            error = lost_worker(exc, self.workers)
+            if error is exc:
+                raise
+            raise error from None
+
+    def run(self, *args, **kwargs):  # noqa: D102 (tf.Session.run)
+        return self._guard(super().run, *args, **kwargs)
 
     def _make_callable_from_options(self, callable_options):  # noqa: D102
-        workers = self.workers
-        try:  # making a callable registers its graph with every worker it uses
-            call = super()._make_callable_from_options(callable_options)
-        except tf.errors.OpError as exc:
-            raise lost_worker(exc, workers) from None
-
-        def guarded(*args, **kwargs):
-            try:
-                return call(*args, **kwargs)
-            except tf.errors.OpError as exc:
-                raise lost_worker(exc, workers) from None
-
-        return guarded
+        # Making a callable registers its graph with every worker it uses: guarded too.
+        call = self._guard(super()._make_callable_from_options, callable_options)
+        return lambda *args, **kwargs: self._guard(call, *args, **kwargs)
 
 
-def lost_worker(exc: tf.errors.OpError, workers: Sequence[str]) -> ClusterError:
-    """The error naming the worker(s) that stopped answering (from the message, else probed)."""
-    lines = str(getattr(exc, "message", exc)).strip().splitlines()
-    detail = lines[0] if lines else type(exc).__name__
+# What a worker that went away (or a network that failed) looks like to the chief.
+_CONNECTION_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.InternalError,
+    tf.errors.UnknownError,
+)
+
+
+def lost_worker(exc: tf.errors.OpError, workers: Sequence[str]) -> Exception:
+    """The error naming the worker(s) that stopped answering (from the message, else found
+    by probing every worker); any other error (our bug) is returned unchanged."""
+    if not isinstance(exc, _CONNECTION_ERRORS):
+        return exc
     named = sorted({int(m) for m in _TASK.findall(str(exc))})
     tasks = [t for t in named if t < len(workers) and not answers(workers[t], 0.5)]
     if not tasks:
         tasks = [i for i, a in enumerate(workers) if not answers(a, 0.5)]
     if not tasks:
-        return ClusterError(f"cluster: an update failed ({type(exc).__name__}: {detail})")
+        return exc
     names = ", ".join(f"{t} ({workers[t]})" for t in tasks)
     return WorkerLostError(f"cluster worker {names} stopped answering during an update")
 
