@@ -13,31 +13,15 @@ import numpy as np
 import pytest
 import yaml
 from cluster_utils import loopback_workers, write_cluster_file
-from trainer_test_utils import config_path, make_spec, small_settings
+from test_towers import SPEC, minibatch  # the same spec and minibatches as local towers
+from trainer_test_utils import config_path, small_settings
 
-from trainers.exceptions import ClusterError, ConfigError
+from trainers.exceptions import ConfigError
 from trainers.learn import main
 from trainers.ppo.trainer import PPOTrainer
 from trainers.settings import ClusterSettings, load_cluster_file
 from trainers.stats import StatsReporter
 from trainers.tf import tf
-
-SPEC = make_spec(1, (3,))
-
-
-def minibatch(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "obs_0": rng.normal(size=(n, 3)).astype(np.float32),
-        "continuous_action": rng.normal(size=(n, 1)).astype(np.float32),
-        "discrete_action": rng.integers(0, 3, size=(n, 1)).astype(np.int32),
-        "action_mask": np.ones((n, 3), np.float32),
-        "log_probs": rng.normal(-2, 0.3, size=n).astype(np.float32),
-        "advantages": rng.normal(size=n).astype(np.float32),
-        "masks": np.ones(n, np.float32),
-        "extrinsic_returns": rng.normal(size=n).astype(np.float32),
-        "extrinsic_value_estimates": rng.normal(size=n).astype(np.float32),
-    }
 
 
 def weights(trainer):
