@@ -74,19 +74,27 @@ def test_worker_cli_errors(tmp_path, capsys):
     assert "--task-index: expected a worker index" in capsys.readouterr().err
 
 
-def test_missing_worker_times_out_naming_it(tmp_path, capsys):
+def test_missing_worker_times_out_naming_it_and_a_worker_stops_on_sigterm(tmp_path, capsys):
     path = tmp_path / "cluster.yaml"
     doc = write_cluster_file(str(path), 2)
     doc["startup_timeout"] = 1.5
     path.write_text(yaml.safe_dump(doc))
-    start = time.monotonic()
-    code = main([config_path("Simple_discrete.yaml"), f"--cluster={path}", f"--results-dir={tmp_path}"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1
-    assert time.monotonic() - start < 30
-    assert len(err) == 1, err
-    assert err[0].startswith("trainer-learn: error: cluster: no answer within 1.5 s from workers ")
-    assert f"0 ({doc['workers'][0]})" in err[0] and f"1 ({doc['workers'][1]})" in err[0]
+    with loopback_workers(str(path), 1) as (worker,):  # worker 1 is never started
+        start = time.monotonic()
+        code = main([config_path("Simple_discrete.yaml"), f"--cluster={path}", f"--results-dir={tmp_path}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1
+        assert time.monotonic() - start < 30
+        assert err == [
+            f"trainer-learn: error: cluster: no answer within 1.5 s from worker 1 ({doc['workers'][1]}); "
+            "start each with: trainer-learn --worker --cluster=<file> --task-index=<i>"
+        ]
+        assert not os.path.exists(tmp_path / "simple_discrete")  # nothing was started or written
+        # A worker serves until it is interrupted (or its chief ends it).
+        assert worker.process.poll() is None
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=30) == 0, worker.lines[-20:]
+        assert worker.lines[-1] == "[INFO] worker 0: interrupted"
 
 
 # ------------------------------------------------------------ a running loopback cluster

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -180,6 +181,12 @@ def serve_worker(settings: ClusterSettings, task: int) -> int:
         dequeue = tf.FIFOQueue(1, tf.int32, shared_name=_SHUTDOWN_QUEUE, name="shutdown").dequeue()
     # Only its own devices: this session must not wait for the chief or the other workers.
     config = tf.ConfigProto(device_filters=[f"/job:{WORKER_JOB}/task:{task}"])
+
+    # Signals only set a flag: an exception raised inside TF's run call would surface as a
+    # TF error with a traceback. The loop looks at the flag at least once a second.
+    stop: List[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda received, frame: stop.append(received))
     session = tf.Session(server.target, graph=graph, config=config)
     names = [d.name.rsplit("device:", 1)[1] for d in session.list_devices()]
     print(
@@ -187,17 +194,15 @@ def serve_worker(settings: ClusterSettings, task: int) -> int:
         f"devices: {', '.join(names)}",
         flush=True,
     )
-    try:
-        while True:
-            try:
-                session.run(dequeue, options=tf.RunOptions(timeout_in_ms=1000))
-                break
-            except tf.errors.DeadlineExceededError:
-                continue  # wakes up once a second so that SIGINT is handled
+    while not stop:
+        try:
+            session.run(dequeue, options=tf.RunOptions(timeout_in_ms=1000))
+        except tf.errors.DeadlineExceededError:
+            continue
         print(f"[INFO] worker {task}: ended by the chief", flush=True)
         time.sleep(1.0)  # lets the chief close its session before this server goes away
-    except KeyboardInterrupt:
-        print(f"[INFO] worker {task}: interrupted", flush=True)
+        return 0
+    print(f"[INFO] worker {task}: interrupted", flush=True)
     return 0
 
 
