@@ -212,6 +212,11 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
     chief = None
     if options.cluster_settings.enabled and not ckpt.inference:
+        if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
+            raise ConfigError(
+                "device_settings (--num-gpus/--devices): cannot be combined with a cluster; "
+                "choose each worker's devices with worker_devices in the cluster file"
+            )
         # Before any env starts: every worker must answer (one error naming the others).
         from trainers.tf.cluster import Chief
 

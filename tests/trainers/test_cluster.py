@@ -74,6 +74,14 @@ def test_worker_cli_errors(tmp_path, capsys):
     assert "--task-index: expected a worker index" in capsys.readouterr().err
 
 
+def test_cluster_with_local_devices_is_an_error(tmp_path, capsys):
+    path = tmp_path / "cluster.yaml"
+    write_cluster_file(str(path), 1)
+    code = main([config_path("Simple_discrete.yaml"), f"--cluster={path}", "--devices=/cpu:0", f"--results-dir={tmp_path}"])
+    assert code == 1
+    assert "cannot be combined with a cluster" in capsys.readouterr().err
+
+
 def test_missing_worker_times_out_naming_it_and_a_worker_stops_on_sigterm(tmp_path, capsys):
     path = tmp_path / "cluster.yaml"
     doc = write_cluster_file(str(path), 2)
