@@ -6,14 +6,15 @@ Who runs what:
   ``tf.distribute.Server`` of job ``worker`` and nothing else: they execute the towers the
   chief places on ``/job:worker/replica:0/task:<i>/device:GPU:<k>`` (or ``CPU:<k>``), and
   serve until the chief ends them (a shared queue on their CPU) or they are interrupted.
-* **The chief** (``trainer-learn <config> --cluster=<file>``) runs a server of job ``chief``
-  (its GPUs hidden: it holds the variables on its CPU), steps the environments, builds the
-  one update graph with one tower per worker device, and owns two sessions on that graph:
+* **The chief** (``trainer-learn <config> --cluster=<file>``) runs a server (job
+  ``localhost``, see CHIEF_JOB; its GPUs hidden: it holds the variables on its CPU), steps
+  the environments, builds the one update graph with one tower per worker device, and
+  owns two sessions on that graph:
 
   - the **update session** targets the chief's server; every minibatch is still one run
-    of the tower graph. Variables carry no device, so the distributed master places them
-    on its own task (the chief's CPU): each update ships the weights to every tower and
-    the towers' gradients back, and averages and applies them on the chief.
+    of the tower graph. Every variable is pinned on the chief's CPU: each update run
+    ships the weights and its shard to every tower and the towers' gradients back, and
+    averages and applies them on the chief.
   - the **local session** (a plain in-process session, ``place_pruned_graph`` so the
     worker devices of the towers never need placing) runs everything per env step:
     inference, value estimates, reward-signal evaluation, normalizer updates, BC and
