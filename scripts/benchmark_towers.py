@@ -10,7 +10,9 @@ fixed random minibatch, and prints samples/s (best of ``--rounds`` rounds) and t
 With ``--cluster=<file>`` (workers already serving) or ``--cluster=loopback`` (starts 2
 worker processes on free 127.0.0.1 ports and ends them), it compares the cluster's towers
 with as many local virtual devices, and reports the bytes one update moves over gRPC
-(measured from the run's step stats: every tensor a task receives from another task).
+(measured from the run's step stats: every tensor a task receives from another task), and
+the time of the copy of every variable to the chief's server and back that each
+``update()`` (not each minibatch) adds.
 
     python scripts/benchmark_towers.py --cluster=loopback --nets=3x512 --batches=4096,8192
 """
@@ -124,7 +126,7 @@ def cluster_main(args) -> int:
         rng = np.random.default_rng(0)
         print(f"cluster: {n} towers: {', '.join(chief.tower_devices)}")
         print(f"{'net':<8} {'batch':>6} {f'{n} local devices':>18} {f'{n} cluster towers':>18} {'overhead':>9}"
-              f" {'MB chief->workers':>18} {'MB workers->chief':>18}")
+              f" {'MB chief->workers':>18} {'MB workers->chief':>18} {'push+pull ms':>13}")
         for net in args.nets.split(","):
             for batch in (int(b) for b in args.batches.split(",")):
                 spec, local = build(net, tuple(f"/cpu:{i}" for i in range(n)))
@@ -134,10 +136,16 @@ def cluster_main(args) -> int:
                 spec, remote = build(net, (), cluster=chief)
                 rate_cluster = timed_rate(remote, mb, batch, args.repeats, args.rounds)
                 down, up = grpc_bytes(remote, mb)
+                sync = float("inf")  # once per update(): weights to the chief's server and back
+                for _ in range(3):
+                    start = time.perf_counter()
+                    remote.policy.begin_update()
+                    remote.policy.end_update()
+                    sync = min(sync, time.perf_counter() - start)
                 remote.close()
                 print(
                     f"{net:<8} {batch:>6} {rate_local:>16.0f}/s {rate_cluster:>16.0f}/s {100 * (rate_local / rate_cluster - 1):+8.1f}%"
-                    f" {down / 1e6:>18.2f} {up / 1e6:>18.2f}",
+                    f" {down / 1e6:>18.2f} {up / 1e6:>18.2f} {1e3 * sync:>13.1f}",
                     flush=True,
                 )
         chief.end_workers()
