@@ -295,7 +295,6 @@ class ClusterLink:
         self._local_write = FastCallable(local_session, [], feeds, [assign])
         self._cluster_read = FastCallable(self.session, reads, [])
         self._cluster_write = FastCallable(self.session, [], feeds, [assign])
-        self.bytes = sum(v.shape.num_elements() * v.dtype.base_dtype.size for v in variables)
 
     def push(self) -> None:
         """Local session -> update session (every global variable)."""
