@@ -19,7 +19,7 @@ from trainer_test_utils import config_path, small_settings
 from trainers.exceptions import ConfigError
 from trainers.learn import main
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import ClusterSettings, load_cluster_file
+from trainers.settings import ClusterSettings, load_cluster_file, load_settings, write_resolved_config
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 
@@ -42,6 +42,14 @@ def test_cluster_file_and_section(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("behaviors: {}\ncluster_settings: {chief: 'h:1', workers: ['h:2'], startup_timeout: 5}\n")
     assert load_cluster_file(str(config)) == ClusterSettings("h:1", ("h:2",), None, 5.0)
+    # The section is part of the run's options and of the resolved configuration.yaml.
+    config.write_text(
+        "behaviors: {}\ncluster_settings: {chief: 'h:1', workers: ['h:2'], worker_devices: [[gpu:1]]}\n"
+    )
+    options = load_settings(str(config))
+    assert options.cluster_settings.worker_devices == (("GPU:1",),)
+    write_resolved_config(options, str(tmp_path / "resolved.yaml"))
+    assert load_settings(str(tmp_path / "resolved.yaml")) == options
 
 
 @pytest.mark.parametrize(
