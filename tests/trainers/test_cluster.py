@@ -137,6 +137,9 @@ def test_same_update_as_local_towers_and_each_tower_on_its_worker(cluster):
     local = PPOTrainer("B", SPEC, small_settings(), StatsReporter("B", []), 0, ("/cpu:0", "/cpu:1"))
     remote = PPOTrainer("B", SPEC, small_settings(), StatsReporter("B", []), 0, cluster=chief)
     try:
+        # Acting never goes through the cluster: a local session (a run through the
+        # distributed master costs milliseconds); only updates target the chief's server.
+        assert remote.policy.session.sess_str == b"" and remote.policy.update_session.sess_str == chief.target.encode()
         before = weights(local)
         for name, value in weights(remote).items():
             np.testing.assert_array_equal(value, before[name], err_msg=name)
