@@ -3,7 +3,8 @@
 Per env step and behavior: terminal steps close trajectories, decision steps credit
 rewards, then **one** inference ``sess.run`` acts for every agent of the behavior across
 all env workers. Full buffers trigger updates. Checkpoints are written every
-``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker fails.
+``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker or a
+cluster worker fails.
 Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
 (`trainers.threaded`; the hooks are together at the end of `TrainerController`); a
 checkpoint then waits for the running update, so none is written mid-update.
@@ -22,6 +23,7 @@ import numpy as np
 from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
+from trainers.exceptions import WorkerLostError
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import CheckpointEntry, StatsAggregation, StatsReporter, TrainingStatus, behavior_dir_name
 from trainers.threaded import BackgroundUpdater
@@ -159,6 +161,9 @@ class TrainerController:
         except EnvWorkerError:
             self._finish(start)  # save what was learned, then report the worker's failure
             raise
+        except WorkerLostError as exc:
+            self._finish(start)  # the weights of the last completed update
+            raise WorkerLostError(f"{exc}; checkpoint saved in {self.run_dir} (continue with --resume)") from None
         except BaseException:
             self._wait_for_updates()  # no update thread outlives the run
             raise

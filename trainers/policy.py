@@ -8,7 +8,7 @@ belongs to the optimizer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -162,6 +162,10 @@ class Policy:
                 else None
             )
         self.session = make_session(self.graph, devices, cpu_only)
+        # Where update runs go: this session, or on a cluster chief the session on its
+        # server (link_cluster); everything else runs here.
+        self.update_session = self.session
+        self.cluster: Optional[Any] = None
         self._act: Optional[Callable[..., list]] = None
         self._act_deterministic: Optional[Callable[..., list]] = None
         self._empty: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
@@ -190,6 +194,34 @@ class Policy:
             actor.log_prob(self.raw_continuous, self.discrete), name=names.LOG_PROBS
         )
         self.entropy = tf.identity(actor.entropy(), name=names.ENTROPY)
+
+    # ----------------------------------------------------------------- cluster
+
+    def link_cluster(self, target: str, workers: Sequence[str]) -> None:
+        """Updates run on the cluster chief's server ``target`` (trainers/tf/cluster.py).
+
+        Call after every variable of the graph exists and before ``graph.finalize()``.
+        """
+        from trainers.tf.cluster import ClusterLink
+
+        self.cluster = ClusterLink(self.graph, self.session, target, workers)
+        self.update_session = self.cluster.session
+
+    def begin_update(self) -> None:
+        """Before an update's runs: on a cluster, the local weights go to the update session."""
+        if self.cluster is not None:
+            self.cluster.push()
+
+    def end_update(self) -> None:
+        """After an update's runs: on a cluster, the updated weights come back (a failed
+        update raises before this, and the local weights stay those of the last one)."""
+        if self.cluster is not None:
+            self.cluster.pull()
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        self.session.close()
 
     # ----------------------------------------------------------------- inference
 

@@ -4,7 +4,7 @@
 
 - the nested format (ML-Agents release 3 and later): ``behaviors:``, ``default_settings:``,
   ``env_settings:``, ``engine_settings:``, ``checkpoint_settings:``, ``device_settings:``,
-  ``debug:``;
+  ``cluster_settings:``, ``debug:``;
 - the flat TensorFlow-era format (0.9 to 0.16): a ``default:`` section, then one section
   per behavior whose keys override those of ``default`` (a shallow override, as ML-Agents
   did: a behavior's ``reward_signals:`` replaces the default's as a whole).
@@ -710,6 +710,79 @@ class DeviceSettings:
             raise _InvalidField("devices", "cannot be combined with num_gpus; give one of them")
 
 
+def _check_address(key: str, value: Any) -> str:
+    """``host:port`` with a port in 1..65535 (YAML may read an unquoted ``a:b`` as a number)."""
+    if not isinstance(value, str):
+        raise _InvalidField(key, f"expected host:port (quote it), got {_describe(value)}")
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _InvalidField(key, f"expected host:port with a port in 1..65535, got {value!r}")
+    return value
+
+
+def _normalize_device(value: Any) -> Optional[str]:
+    """'/gpu:1', 'GPU:1', '/device:GPU:1' -> 'GPU:1'; None when not a device name."""
+    if not isinstance(value, str):
+        return None
+    kind, _, index = value.strip().lstrip("/").rpartition("device:")[2].partition(":")
+    if kind.upper() not in ("GPU", "CPU") or not index.isdigit():
+        return None
+    return f"{kind.upper()}:{int(index)}"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """A TensorFlow cluster for the towers (``cluster_settings:``, or ``--cluster=<file>``
+    whose top level has the same keys). No chief: towers on local devices."""
+
+    chief: Optional[str] = None
+    """host:port of the chief's server (the process that steps the envs and holds the variables)."""
+    workers: Tuple[str, ...] = ()
+    """host:port of each worker's server (``trainer-learn --worker --task-index=<i>``)."""
+    worker_devices: Optional[Tuple[Any, ...]] = None
+    """Per worker, its tower devices (e.g. [GPU:0, GPU:1]); None: all its GPUs, else its CPU."""
+    startup_timeout: float = 60.0
+    """Seconds the chief waits for every worker to answer at start-up."""
+
+    def __post_init__(self) -> None:
+        if self.chief is not None:
+            _check_address("chief", self.chief)
+        if isinstance(self.workers, str) or not isinstance(self.workers, (list, tuple)):
+            raise _InvalidField("workers", f"expected a list of host:port, got {_describe(self.workers)}")
+        object.__setattr__(self, "workers", tuple(self.workers))
+        for address in self.workers:
+            _check_address("workers", address)
+        if len(set(self.workers) | {self.chief}) != len(self.workers) + 1 and self.chief is not None:
+            raise _InvalidField("workers", "every server needs its own host:port (a duplicate was given)")
+        if self.chief is None and self.workers:
+            raise _InvalidField("chief", "workers are given but no chief host:port")
+        if self.chief is not None and not self.workers:
+            raise _InvalidField("workers", "expected at least one worker host:port")
+        _check_number(self, "startup_timeout", 0.0, low_open=True)
+        if self.worker_devices is not None:
+            lists = self.worker_devices
+            if isinstance(lists, str) or not isinstance(lists, (list, tuple)) or len(lists) != len(self.workers):
+                raise _InvalidField(
+                    "worker_devices", f"expected one device list per worker ({len(self.workers)} lists)"
+                )
+            normalized = []
+            for i, devices in enumerate(lists):
+                if isinstance(devices, str) or not isinstance(devices, (list, tuple)) or not devices:
+                    raise _InvalidField("worker_devices", f"worker {i}: expected a list such as [GPU:0, GPU:1]")
+                names = [_normalize_device(d) for d in devices]
+                for raw, name in zip(devices, names):
+                    if name is None:
+                        raise _InvalidField(
+                            "worker_devices", f"worker {i}: expected device names such as GPU:0 or CPU:1, got {_describe(raw)}"
+                        )
+                normalized.append(tuple(names))
+            object.__setattr__(self, "worker_devices", tuple(normalized))
+
+    @property
+    def enabled(self) -> bool:
+        return self.chief is not None
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """A whole run: per-behavior trainer settings, environment, checkpoints, devices."""
@@ -726,6 +799,8 @@ class RunOptions:
     """Run id, results directory, resume/force/initialize/inference."""
     device_settings: DeviceSettings = field(default_factory=DeviceSettings)
     """Tower devices."""
+    cluster_settings: ClusterSettings = field(default_factory=ClusterSettings)
+    """Towers on a TensorFlow cluster's workers instead of local devices."""
     debug: bool = False
     """Verbose logging and tracebacks."""
 
@@ -745,6 +820,7 @@ class RunOptions:
         object.__setattr__(self, "engine_settings", dict(self.engine_settings))
         _check_instance(self, "checkpoint_settings", CheckpointSettings)
         _check_instance(self, "device_settings", DeviceSettings)
+        _check_instance(self, "cluster_settings", ClusterSettings)
         _check_bool(self, "debug")
 
     def behavior_settings(self, name: str) -> TrainerSettings:
@@ -1336,6 +1412,7 @@ _NESTED_KEYS = (
     "engine_settings",
     "checkpoint_settings",
     "device_settings",
+    "cluster_settings",
     "debug",
 )
 
@@ -1373,6 +1450,9 @@ def _run_sections(
             CheckpointSettings, checkpoint_raw, where.child("checkpoint_settings")
         ),
         "device_settings": _build(DeviceSettings, device_raw, where.child("device_settings")),
+        "cluster_settings": _build(
+            ClusterSettings, doc.get("cluster_settings"), where.child("cluster_settings")
+        ),
         "debug": debug,
     }
 
@@ -1750,6 +1830,21 @@ def to_dict(options: Any) -> Dict[str, Any]:
     if not dataclasses.is_dataclass(options) or isinstance(options, type):
         raise TypeError(f"expected a settings dataclass, got {type(options).__name__}")
     return _plain(options)
+
+
+def load_cluster_file(path: str) -> ClusterSettings:
+    """Reads ``--cluster=<file>``: a cluster file (``chief:``, ``workers:``, ...) or a
+    trainer config with a ``cluster_settings:`` section."""
+    doc = _read_yaml(path)
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{path}: expected a mapping with chief: and workers:, got {_describe(doc)}")
+    where = _Where(path)
+    if "cluster_settings" in doc:
+        doc, where = doc["cluster_settings"], where.child("cluster_settings")
+    settings = _build(ClusterSettings, doc, where)
+    if not settings.enabled:
+        raise ConfigError(f"{where.key('chief')}: expected the chief's host:port")
+    return settings
 
 
 def write_resolved_config(options: RunOptions, path: str) -> None:

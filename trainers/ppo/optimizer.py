@@ -262,7 +262,9 @@ class PPOOptimizer:
                     if (n.startswith(owner[group] + "/") if group in owner else "/" not in n)
                 ]
                 tensors = [self._stat_tensors[self._stat_names.index(n)] for n in names]
-                fn = FastCallable(self.policy.session, tensors, self._feed_list, targets, pool=UPDATE_POOL)
+                fn = FastCallable(
+                    self.policy.update_session, tensors, self._feed_list, targets, pool=UPDATE_POOL
+                )
                 self._separate_fns.append((names, fn))
         feeds = self._feeds(minibatch, step, extra_feed)
         stats: Dict[str, float] = {}
@@ -281,7 +283,11 @@ class PPOOptimizer:
         """
         if self._update_fn is None:
             self._update_fn = FastCallable(
-                self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op], pool=UPDATE_POOL
+                self.policy.update_session,
+                self._stat_tensors,
+                self._feed_list,
+                targets=[self._update_op],
+                pool=UPDATE_POOL,
             )
         out = self._update_fn(*self._feeds(minibatch, step, extra_feed))
         self.update_runs += 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import glob
 import os
 from collections import defaultdict
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -54,7 +54,11 @@ class PPOTrainer:
         seed: int,
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
+        cluster: Optional[Any] = None,
     ) -> None:
+        """``cluster``: a ``trainers.tf.cluster.Chief``; its towers replace ``devices``."""
+        if cluster is not None:
+            devices = cluster.tower_devices
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
@@ -76,6 +80,8 @@ class PPOTrainer:
         with self.policy.graph.as_default():
             self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
             self._init_op = tf.global_variables_initializer()
+            if cluster is not None:
+                self.policy.link_cluster(cluster.target, cluster.settings.workers)
         self.policy.graph.finalize()
         self.policy.session.run(self._init_op)
         self.buffer = AgentBuffer()
@@ -156,6 +162,7 @@ class PPOTrainer:
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
+        self.policy.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, 1, keys):
                 feed: FeedDict = {}
@@ -168,6 +175,7 @@ class PPOTrainer:
                 for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
                 count += 1
+        self.policy.end_update()  # ... and come back
         self.buffer.clear()
         self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
@@ -221,7 +229,7 @@ class PPOTrainer:
             os.remove(path)
 
     def close(self) -> None:
-        self.policy.session.close()
+        self.policy.close()
 
     @property
     def is_training_done(self) -> bool:
