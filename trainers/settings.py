@@ -1835,7 +1835,9 @@ def to_dict(options: Any) -> Dict[str, Any]:
 def load_cluster_file(path: str) -> ClusterSettings:
     """Reads ``--cluster=<file>``: a cluster file (``chief:``, ``workers:``, ...) or a
     trainer config with a ``cluster_settings:`` section."""
-    doc = _read_yaml(path)
+    doc, duplicates = _read_yaml(path)
+    for line, key in duplicates:
+        print(f"[WARNING] {path}: line {line}: duplicate key {key!r}; the last value is used", file=sys.stderr)
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{path}: expected a mapping with chief: and workers:, got {_describe(doc)}")
     where = _Where(path)
