@@ -220,31 +220,52 @@ def reward_rows(results, run_id: str, behavior: str = "Memory"):
         return [(int(r["step"]), float(r["mean"])) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
 
 
+def memory_config(tmp_path, memory: bool = True, **replace: str) -> str:
+    """config/ppo/Memory.yaml with one checkpoint (one export) at 4000 steps, optionally
+    without the memory section, with text replacements."""
+    text = open(config_path("Memory.yaml")).read().replace("checkpoint_interval: 2000", "checkpoint_interval: 4000")
+    if not memory:
+        start = text.index("      memory:")
+        end = text.index("sequence_length: 16") + len("sequence_length: 16\n")
+        text = text[:start] + text[end:]
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    path = tmp_path / ("memory.yaml" if memory else "feed_forward.yaml")
+    path.write_text(text)
+    return str(path)
+
+
 def test_memory_env_needs_the_lstm_and_the_export_plays(run_cli, tmp_path):
     """PPO + LSTM solves Memory (> 0.9); the same budget without memory stays far below;
     the exported ONNX model, its memories fed back per agent, plays it as well."""
-    code, out, err = run_cli(config_path("Memory.yaml"), "--run-id=lstm", "--max-steps=4000")
+    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--max-steps=4000")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "lstm")
     assert rows[-1][1] > 0.9, rows
-    flat = tmp_path / "ff.yaml"
-    text = open(config_path("Memory.yaml")).read()
-    start = text.index("      memory:")
-    end = text.index("sequence_length: 16") + len("sequence_length: 16\n")
-    flat.write_text(text[:start] + text[end:])
-    code, _, err = run_cli(str(flat), "--run-id=ff", "--max-steps=4000")
+    code, _, err = run_cli(memory_config(tmp_path, memory=False), "--run-id=ff", "--max-steps=4000")
     assert code == 0, err
     ff = reward_rows(run_cli.results, "ff")
     assert ff[-1][1] < 0.5, ff
     model = os.path.join(run_cli.results, "lstm", "Memory", "Memory.onnx")
-    code, out, err = run_cli(config_path("Memory.yaml"), "--run-id=lstm", "--inference", f"--model={model}", "--max-steps=300")
+    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--inference", f"--model={model}", "--max-steps=300")
     assert code == 0, err
     played = reward_rows(run_cli.results, "lstm")
     assert played[-1][0] == 300 and played[-1][1] > 0.9, played
-    # --resume goes on from the last checkpoint with the LSTM restored.
-    code, out, err = run_cli(config_path("Memory.yaml"), "--run-id=lstm", "--resume", "--max-steps=4500")
+
+
+@pytest.mark.slow
+def test_memory_resume_mid_run_and_checkpoint_inference(run_cli, tmp_path):
+    """Stopped at 2000 steps and resumed to 4000, the LSTM run reaches > 0.9; --inference
+    from the checkpoint (TF policy, memories per agent) plays > 0.9."""
+    config = memory_config(tmp_path, **{"checkpoint_interval: 4000": "checkpoint_interval: 2000"})
+    code, out, err = run_cli(config, "--run-id=resume", "--max-steps=2000")
     assert code == 0, err
-    assert "Step: 4500" in out and reward_rows(run_cli.results, "lstm")[-1][1] > 0.9
+    code, out, err = run_cli(config, "--run-id=resume", "--resume", "--max-steps=4000")
+    assert code == 0, err
+    assert "Step: 3000" in out and reward_rows(run_cli.results, "resume")[-1][1] > 0.9
+    code, out, err = run_cli(config, "--run-id=resume", "--inference", "--max-steps=300")
+    assert code == 0, err
+    assert reward_rows(run_cli.results, "resume")[-1][1] > 0.9
 
 
 def test_flat_config_trains_with_memory(run_cli, tmp_path):
