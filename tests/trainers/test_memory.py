@@ -268,6 +268,34 @@ def test_memory_resume_mid_run_and_checkpoint_inference(run_cli, tmp_path):
     assert reward_rows(run_cli.results, "resume")[-1][1] > 0.9
 
 
+CURIOSITY = "      curiosity: {strength: 0.02, gamma: 0.99, encoding_size: 16, learning_rate: 3.0e-3}\n"
+LSTM = "      num_layers: 1\n      memory:\n        memory_size: 32\n        sequence_length: 16\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["curiosity", "gail-bc", "hybrid"])
+def test_recurrent_policies_with_other_signals_and_actions_learn(run_cli, tmp_path, case):
+    """LSTM + curiosity (Memory), LSTM + GAIL + BC from the recorded Memory demo (Memory),
+    LSTM + hybrid actions (Simple): each > 0.9 at the end."""
+    behavior = "Memory"
+    if case == "curiosity":
+        extrinsic = "      extrinsic: {strength: 1.0, gamma: 0.99}\n"
+        config = memory_config(tmp_path, **{extrinsic: extrinsic + CURIOSITY})
+        args = ["--max-steps=4000"]
+    elif case == "gail-bc":
+        config = config_path("Memory_gail.yaml")
+        args = []
+    else:
+        text = open(config_path("Simple_hybrid.yaml")).read().replace("      num_layers: 1\n", LSTM, 1)
+        config = str(tmp_path / "hybrid.yaml")
+        open(config, "w").write(text)
+        args, behavior = [], "Simple"
+    code, out, err = run_cli(config, f"--run-id={case}", *args)
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, case, behavior)
+    assert rows[-1][1] > 0.9, rows
+
+
 def test_flat_config_trains_with_memory(run_cli, tmp_path):
     """The TF-era flat keys use_recurrent / memory_size / sequence_length."""
     config = tmp_path / "flat.yaml"

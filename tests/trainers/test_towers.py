@@ -42,7 +42,9 @@ def minibatch(n, seed=0):
 
 def grads_and_update(trainer, mb):
     opt = trainer.optimizer
-    feed = {opt.placeholders[k]: v for k, v in mb.items()}
+    # Memories are fed one row per sequence (the first), as the optimizer's update does.
+    length = trainer.policy.sequence_length
+    feed = {opt.placeholders[k]: (v[::length] if k in opt.sequence_keys else v) for k, v in mb.items()}
     feed[opt.current_step] = 10
     pairs = opt.towers.gradients["ppo"]
     names = [v.op.name for _, v in pairs]
@@ -210,18 +212,6 @@ def recurrent_minibatch(num_sequences, seed=0):
     return mb
 
 
-def recurrent_grads_and_update(trainer, mb):
-    opt = trainer.optimizer
-    feed = {opt.placeholders[k]: (v[::SEQ] if k in opt.sequence_keys else v) for k, v in mb.items()}
-    feed[opt.current_step] = 10
-    pairs = opt.towers.gradients["ppo"]
-    names = [v.op.name for _, v in pairs]
-    grads = trainer.policy.session.run([g for g, _ in pairs], feed)
-    stats = opt.update(mb, 10, {})
-    weights = trainer.policy.session.run([v for _, v in pairs])
-    return dict(zip(names, grads)), dict(zip(names, weights)), stats
-
-
 @pytest.fixture(scope="module")
 def recurrent_trainers(tmp_path_factory):
     """One recurrent trainer per tower count (1, 2, 4), built once (graph building
@@ -243,10 +233,10 @@ def test_towers_with_lstm_match_one_tower(recurrent_trainers, num_towers, sequen
     trainers, prefix = recurrent_trainers
     mb = recurrent_minibatch(sequences)
     trainers[1].load(prefix)
-    ref_grads, ref_weights, ref_stats = recurrent_grads_and_update(trainers[1], mb)
+    ref_grads, ref_weights, ref_stats = grads_and_update(trainers[1], mb)
     multi = trainers[num_towers]
     multi.load(prefix)
-    grads, weights, stats = recurrent_grads_and_update(multi, mb)
+    grads, weights, stats = grads_and_update(multi, mb)
     assert any("lstm" in name for name in ref_grads)
     scale = max(float(np.max(np.abs(g))) for g in ref_grads.values())
     for name in ref_grads:
