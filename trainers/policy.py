@@ -4,6 +4,12 @@ through the same builder), and batched inference.
 The policy owns the behavior's ``tf.Graph`` and ``Session``, the observation normalizers
 and the named inference outputs of ``tf/names.py``. It has no value head: the critic
 belongs to the optimizer.
+
+Recurrent policies (``network_settings.memory``): the policy also keeps, per agent key, the
+memory after the agent's last action and that action's discrete part (its next previous
+action); ``act(..., agent_keys=...)`` feeds and updates them and returns the memories each
+agent acted from (stored in its trajectory); ``forget_agents`` drops them when an episode
+ends, so the next one starts from zeros. Trainer-agnostic: any optimizer can reuse it.
 """
 from __future__ import annotations
 
