@@ -19,6 +19,13 @@ are counted too), and the CPU time split by where it is spent (self time per gro
 functions) plus the costliest functions.
 
     python scripts/benchmark.py --profile [--steps=100000]
+
+With ``--memory``: PPO with an LSTM (memory_size 128, sequence_length 64) on the built-in
+Memory env, beside the same run without memory (the same steps, settings and seed):
+env steps/s in the training loop, update time per buffer, and the LSTM/feed-forward ratio
+of the training loop's wall time (target <= 2x).
+
+    python scripts/benchmark.py --memory [--steps=20480]
 """
 from __future__ import annotations
 
@@ -149,6 +156,52 @@ def profile(config: str, steps: int, seed: int) -> None:
     stats.sort_stats("tottime").print_stats(25)
 
 
+MEMORY_CONFIG = {
+    "behaviors": {
+        "Memory": {
+            "trainer_type": "ppo",
+            "hyperparameters": {"batch_size": 256, "buffer_size": 2048, "num_epoch": 3, "learning_rate": 3.0e-4},
+            "network_settings": {"hidden_units": 128, "num_layers": 2,
+                                 "memory": {"memory_size": 128, "sequence_length": 64}},
+            "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
+            "time_horizon": 64,
+            "summary_freq": 100000,
+            "checkpoint_interval": 1000000,
+        }
+    },
+    "env_settings": {"env_path": "builtin:Memory", "env_args": {"continuous": 0, "discrete": 1, "num_agents": 4}},
+}
+
+
+def memory_benchmark(steps: int, seed: int) -> None:
+    import copy
+
+    import yaml
+
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
+    results = {}
+    for mode in ("LSTM", "feed-forward"):
+        config = copy.deepcopy(MEMORY_CONFIG)
+        if mode == "feed-forward":
+            del config["behaviors"]["Memory"]["network_settings"]["memory"]
+        path = os.path.join(folder.name, f"{mode}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        res = run(path, steps, seed)
+        t = res["timers"]
+        durations = sorted(t["update_durations"][1:])  # the first one compiles the update
+        median = durations[len(durations) // 2] if durations else float("nan")
+        results[mode] = t["total"]
+        print(
+            f"  {mode:<13} loop {t['total']:6.1f} s, {steps / t['total']:6.0f} steps/s; env {t['env']:.1f} s, "
+            f"inference {t['inference']:.1f} s, trajectories {t['trajectories']:.1f} s, update {t['update']:.1f} s; "
+            f"update per buffer (median of {len(durations)}) {median * 1000:.0f} ms; final reward {res['final_reward']:.3f}"
+        )
+    folder.cleanup()
+    ratio = results["LSTM"] / results["feed-forward"]
+    print(f"  LSTM / feed-forward training-loop wall time: {ratio:.2f}x (target <= 2x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="default 100000 (20480 with --signals)")
@@ -156,9 +209,15 @@ def main() -> None:
     parser.add_argument("--config", default=os.path.join(ROOT, "config", "ppo", "CartPole.yaml"))
     parser.add_argument("--signals", action="store_true", help="PPO + curiosity + GAIL update-time comparison")
     parser.add_argument("--profile", action="store_true", help="cProfile split of the run (CPU time)")
+    parser.add_argument("--memory", action="store_true", help="LSTM vs feed-forward on builtin:Memory")
     args = parser.parse_args()
     if args.profile:
         profile(args.config, args.steps or 100_000, args.seed)
+        return None
+    if args.memory:
+        steps = args.steps or 20480
+        print(f"PPO on builtin:Memory (4 agents), {steps} steps, memory_size 128, sequence_length 64 vs no memory")
+        memory_benchmark(steps, args.seed)
         return None
     if args.signals:
         steps = args.steps or 20480

@@ -9,7 +9,10 @@ Plain numpy: no TensorFlow here. Field names used across the trainer:
 * ``environment_rewards`` ``[T]``, ``done`` ``[T]``;
 * per reward signal ``<s>_rewards``, ``<s>_value_estimates``, ``<s>_returns``,
   ``<s>_advantage`` ``[T]``; ``advantages`` ``[T]``: the (normalised) sum;
-* ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding.
+* ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding;
+* recurrent policies: ``memory`` ``[T, m]`` the actor memory each step acted from,
+  ``critic_memory`` ``[T, m]`` the critic's (seed 2), ``prev_action`` ``[T, b]`` (discrete).
+  The update reads the memories of each sequence's first row only.
 """
 from __future__ import annotations
 
@@ -72,6 +75,32 @@ def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np
         return array
     filler = np.full((pad,) + array.shape[1:], value, dtype=array.dtype)
     return np.concatenate([filler, array], axis=0)
+
+
+#: Fields padded with their first row (the padding must not change the initial memory).
+EDGE_PADDED = ("memory", "critic_memory")
+#: Fields padded with ones (a padded row of an all-zero action mask would be all-masked).
+ONE_PADDED = ("action_mask",)
+
+
+def pad_trajectory(fields: Mapping[str, np.ndarray], sequence_length: int) -> Dict[str, np.ndarray]:
+    """Left-pads every ``[T, ...]`` field of one trajectory to whole sequences (`pad_front`).
+
+    Padding rows are zeros with ``masks`` 0, except ``action_mask`` (ones) and the memories
+    (the first real row's, so a sequence's first row holds the memory its first real step
+    started from).
+    """
+    out: Dict[str, np.ndarray] = {}
+    for key, value in fields.items():
+        value = np.asarray(value)
+        pad = (-len(value)) % sequence_length
+        if pad == 0:
+            out[key] = value
+        elif key in EDGE_PADDED:
+            out[key] = np.concatenate([np.repeat(value[:1], pad, axis=0), value], axis=0)
+        else:
+            out[key] = pad_front(value, sequence_length, 1.0 if key in ONE_PADDED else 0.0)
+    return out
 
 
 class AgentBuffer:

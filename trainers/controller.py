@@ -64,6 +64,7 @@ class BehaviorState:
     next_checkpoint: int = 0
     last_summary: int = -1
     updater: Optional[BackgroundUpdater] = None  # threaded: true
+    recurrent: bool = False  # the policy keeps per-agent memories
 
 
 _ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
@@ -119,6 +120,7 @@ class TrainerController:
                 AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
                 os.path.join(run_dir, behavior_dir_name(name)),
+                recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
@@ -195,6 +197,9 @@ class TrainerController:
             for env_step in steps:
                 decision, terminal = env_step.steps[name]
                 trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                if b.recurrent and len(terminal):
+                    # Memories restart from zeros with the next episode.
+                    b.trainer.policy.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
                 trajectories += b.processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
                     self._process_trajectory(b, traj)
@@ -218,7 +223,12 @@ class TrainerController:
             else:
                 obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
                 masks = np.concatenate(mask_parts) if branches else None
-            info = b.trainer.policy.act(obs, masks, deterministic=not self.training)
+            keys = (
+                [(s.worker_id, a) for s, d in zip(steps, decisions) for a in d.agent_id.tolist()]
+                if b.recurrent
+                else None
+            )
+            info = b.trainer.policy.act(obs, masks, deterministic=not self.training, agent_keys=keys)
             self.timers.inference += time.perf_counter() - t
             t = time.perf_counter()
             offset = 0
@@ -235,6 +245,8 @@ class TrainerController:
                         info.discrete[rows],
                         masks[rows] if masks is not None else None,
                         info.log_probs[rows],
+                        info.memory[rows] if info.memory is not None else None,
+                        info.prev_action[rows] if info.prev_action is not None else None,
                     )
             b.trainer.step += total
             self.timers.trajectories += time.perf_counter() - t

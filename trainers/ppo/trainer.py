@@ -14,7 +14,7 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae
+from trainers.buffer import AgentBuffer, get_gae, pad_trajectory
 from trainers.exceptions import CheckpointError
 from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
@@ -96,8 +96,15 @@ class PPOTrainer:
         if self.policy.normalize:
             self.policy.update_normalization(traj.obs)
         obs_all = [np.concatenate([o, n], axis=0) for o, n in zip(traj.obs, traj.next_obs)]
-        values = self.optimizer.evaluate_values(obs_all)
         n = len(traj)
+        recurrent = self.policy.use_recurrent
+        prev_all = None
+        if recurrent and traj.prev_action is not None:
+            # The bootstrap observation's previous action is the trajectory's last action.
+            prev_all = np.concatenate([traj.prev_action, traj.discrete_action[-1:]], axis=0)
+        values, critic_memory = self.optimizer.trajectory_values(
+            obs_all, traj.agent, traj.done, traj.memory, prev_all
+        )
         fields: Dict[str, np.ndarray] = {f"obs_{i}": o for i, o in enumerate(traj.obs)}
         if traj.continuous_action.shape[1]:
             fields["continuous_action"] = traj.continuous_action
@@ -132,6 +139,13 @@ class PPOTrainer:
             returns_acc[name] += float(rewards.sum())
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
         fields["advantages"] = total_adv
+        if recurrent:
+            fields["memory"] = traj.memory
+            if traj.prev_action is not None:
+                fields["prev_action"] = traj.prev_action
+            if critic_memory is not None:
+                fields["critic_memory"] = critic_memory
+            fields = pad_trajectory(fields, self.policy.sequence_length)
         self.buffer.add_fields(fields)
         if traj.done:
             for name, signal in self.signals.items():
@@ -157,14 +171,17 @@ class PPOTrainer:
         """
         hp = self.settings.hyperparameters
         adv = self.buffer["advantages"]
-        # Normalised over the whole update buffer (FACTS section 2).
-        self.buffer["advantages"] = ((adv - adv.mean()) / (adv.std() + 1e-10)).astype(np.float32)
+        # Normalised over the whole update buffer (FACTS section 2), real rows only (LSTM
+        # padding rows have mask 0 and stay 0).
+        valid = self.buffer["masks"] > 0
+        mean, std = adv[valid].mean(), adv[valid].std()
+        self.buffer["advantages"] = np.where(valid, (adv - mean) / (std + 1e-10), 0.0).astype(np.float32)
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
         self.policy.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
-            for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, 1, keys):
+            for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
                 feed: FeedDict = {}
                 for signal in self.signals.values():
                     for ph, value in signal.prepare_update(minibatch, len(minibatch["masks"])).items():

@@ -42,7 +42,6 @@ from trainers.reward_signals._features import (
     action_features,
     action_placeholders,
     obs_placeholders,
-    safe_mean,
     signal_network,
 )
 from trainers.reward_signals.base import FeedDict, RewardSignal, SignalTower
@@ -262,7 +261,9 @@ class GAILRewardSignal(RewardSignal):
         exp = self._discriminate(expert_obs, expert_act, expert_done, noise.get("expert"))
 
         # -log D(expert) - log(1 - D(policy)), with log(1 - sigmoid(l)) = log_sigmoid(-l).
-        expert_term = safe_mean(tf.math.log_sigmoid(exp.logit))
+        # Expert rows are masked like the policy rows they are paired with (LSTM padding),
+        # so both means have the tower's weight and N towers equal one.
+        expert_term = masked_mean(tf.math.log_sigmoid(exp.logit), mask)
         policy_term = masked_mean(tf.math.log_sigmoid(-pol.logit), mask)
         discriminator_loss = -(expert_term + policy_term)
 
@@ -273,13 +274,13 @@ class GAILRewardSignal(RewardSignal):
         loss = discriminator_loss + GRADIENT_PENALTY_WEIGHT * penalty
         stats: Dict[str, tf.Tensor] = {
             "policy_estimate": masked_mean(pol.estimate, mask),
-            "expert_estimate": safe_mean(exp.estimate),
+            "expert_estimate": masked_mean(exp.estimate, mask),
             "discriminator_loss": discriminator_loss,
             "gradient_penalty": penalty,
         }
         if self.beta is not None:
             assert pol.kl is not None and exp.kl is not None
-            kl = 0.5 * (masked_mean(pol.kl, mask) + safe_mean(exp.kl))
+            kl = 0.5 * (masked_mean(pol.kl, mask) + masked_mean(exp.kl, mask))
             loss = loss + self.beta * (kl - TARGET_MUTUAL_INFORMATION)
             stats["kl"] = kl
             stats["beta"] = tf.identity(self.beta)
