@@ -153,7 +153,8 @@ class TrainerController:
                 trajectories += b.processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
                     b.trainer.process_trajectory(traj)
-                b.trainer.record_episodes(episodes)
+                if episodes:
+                    b.trainer.record_episodes(episodes)
                 decisions.append(decision)
             self.timers.trajectories += time.perf_counter() - t
             counts = [len(d) for d in decisions]
@@ -166,7 +167,8 @@ class TrainerController:
             # One copy per step: the env may reuse its observation buffers.
             obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
             mask_parts = [_masks_to_float(d.action_mask, len(d), branches) for d in decisions]
-            masks = np.concatenate(mask_parts) if branches else None
+            # One worker: its (read-only or fresh) mask array as it is, no copy.
+            masks = (mask_parts[0] if len(mask_parts) == 1 else np.concatenate(mask_parts)) if branches else None
             info = b.trainer.policy.act(obs, masks, deterministic=not self.training)
             self.timers.inference += time.perf_counter() - t
             t = time.perf_counter()
