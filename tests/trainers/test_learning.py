@@ -49,7 +49,9 @@ def test_acrobot_learns_with_the_default_swish(run_cli):
     # Issue 14 item 8: Gymnasium Acrobot-v1 (16 copies, normalize on, default swish)
     # stayed at -500 (every episode timed out) for 200k steps in 3 of 3 seeds while tanh
     # learned. The cause was swish layers starting with zero biases on zero-mean inputs
-    # (trainers/tf/layers.py bias_initializer); with it seed 1 passes -400 by 70k (-179 at 120k; seeds 2-4: -108, -232, -120).
+    # on zero-mean (normalised) inputs (trainers/tf/encoders.py body_bias_std); with
+    # unit-variance biases seed 1 passes -400 by 70k (-179 at 120k; seeds 2-4: -108,
+    # -232, -120).
     # About 20 s on 2 idle cores.
     code, out, err = run_cli(config_path("Acrobot.yaml"), "--run-id=acrobot", "--max-steps=120000")
     assert code == 0, err
