@@ -13,7 +13,9 @@ Keys: ``hp.<hyperparameter>=v`` / ``net.<network setting>=v`` (config overrides,
 ``init=orth|vs|fanorth``, ``body_gain``, ``out_gain``, ``val_gain``, ``bias=<std>``
 (initialisation variants, patched into trainers.tf.layers.dense); ``normclip=<c>``,
 ``normmode=nocenter|floor``, ``normfreeze=<rows>`` (normaliser variants);
-``scaledclip=1`` is ignored (a value-clipping variant tried and dropped). Writes
+``scaledclip=1`` is ignored (a value-clipping variant tried and dropped); ``bias=<std>``
+reproduces the fix on any activation, ``bias=0`` is not the old behaviour (use
+``normmode``/``net.normalize`` instead, or check out the commit before the fix). Writes
 ``$DIAG_OUT/<NAME>_s<SEED>.json`` (default /tmp/acrobot_diag); ``--plot OUT.png
 NAME,NAME,...`` draws the reward curves of saved runs (needs matplotlib, not a project
 dependency). Variants patch the graph builders of this process only.
@@ -71,7 +73,7 @@ body_gain = float(opts.get("body_gain", np.sqrt(2)))
 out_gain = opts.get("out_gain")
 val_gain = opts.get("val_gain")
 init = opts.get("init", "orth")
-def dense(x, units, name, activation=None, gain=float(np.sqrt(2.0))):
+def dense(x, units, name, activation=None, gain=float(np.sqrt(2.0)), bias_std=0.0):
     if gain == float(np.sqrt(2.0)):
         gain = body_gain
     elif gain == 0.01 and out_gain is not None:
@@ -86,10 +88,10 @@ def dense(x, units, name, activation=None, gain=float(np.sqrt(2.0))):
         y = tf.matmul(x, kernel) + bias
         return activation(y) if activation is not None else y
     if init == "orth":
-        return orig_dense(x, units, name, activation, gain)
+        return orig_dense(x, units, name, activation, gain, bias_std)
     if init == "fanorth":  # orthogonal, rescaled so each unit's variance is gain^2 / fan_in
         in_size = int(x.shape[-1])
-        return orig_dense(x, units, name, activation, gain * max(1.0, (units / in_size) ** 0.5))
+        return orig_dense(x, units, name, activation, gain * max(1.0, (units / in_size) ** 0.5), bias_std)
     in_size = int(x.shape[-1])
     with tf.variable_scope(name):
         ini = tf.variance_scaling_initializer(gain ** 2, mode="fan_in", distribution="truncated_normal")
@@ -161,7 +163,7 @@ with tempfile.TemporaryDirectory() as d:
     try:
         run_training(o)
     except Exception as e:  # the export check after training (patched graphs): keep the curves
-        print("ignored:", type(e).__name__, flush=True)
+        print("ignored:", type(e).__name__, e, flush=True)
     wall = time.time() - t
     bname = next(iter(cfg["behaviors"]))
     rows = list(csv.DictReader(open(os.path.join(d, "r", bname.replace("/", "_"), "stats.csv"))))
