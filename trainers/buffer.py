@@ -31,12 +31,15 @@ def discount_rewards(rewards: np.ndarray, gamma: float, value_next: float = 0.0)
     Returns:
         ``[T]`` float32 returns.
     """
-    returns = np.zeros(len(rewards), dtype=np.float64)
+    # Python floats (float64) over lists: indexing numpy arrays element by element costs
+    # several times more, and trajectories are often a few steps long.
+    r = np.asarray(rewards, np.float64).tolist()
+    returns = [0.0] * len(r)
     running = float(value_next)
-    for t in range(len(rewards) - 1, -1, -1):
-        running = float(rewards[t]) + gamma * running
+    for t in range(len(r) - 1, -1, -1):
+        running = r[t] + gamma * running
         returns[t] = running
-    return returns.astype(np.float32)
+    return np.array(returns, np.float32)
 
 
 def get_gae(
@@ -54,14 +57,18 @@ def get_gae(
     Returns:
         ``[T]`` float32 advantages.
     """
-    v = np.append(np.asarray(values, np.float64), value_next)
-    deltas = np.asarray(rewards, np.float64) + gamma * v[1:] - v[:-1]
-    adv = np.zeros(len(deltas), np.float64)
+    # Same float64 arithmetic as the vectorised form, on Python floats (see discount_rewards).
+    r = np.asarray(rewards, np.float64).tolist()
+    v = np.asarray(values, np.float64).tolist()
+    adv = [0.0] * len(r)
     running = 0.0
-    for t in range(len(deltas) - 1, -1, -1):
-        running = deltas[t] + gamma * lambd * running
+    v_next = float(value_next)
+    decay = gamma * lambd
+    for t in range(len(r) - 1, -1, -1):
+        running = (r[t] + gamma * v_next - v[t]) + decay * running
         adv[t] = running
-    return adv.astype(np.float32)
+        v_next = v[t]
+    return np.array(adv, np.float32)
 
 
 def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np.ndarray:

@@ -117,7 +117,10 @@ class AgentProcessor:
 
     def add_terminal(self, worker: int, terminal: TerminalSteps) -> Tuple[List[Trajectory], List[EpisodeEnd]]:
         """Closes the episodes of the agents in ``terminal``."""
-        trajectories, episodes = [], []
+        trajectories: List[Trajectory] = []
+        episodes: List[EpisodeEnd] = []
+        if not len(terminal.agent_id):  # most steps: nobody's episode ended
+            return trajectories, episodes
         for j, agent_id in enumerate(terminal.agent_id.tolist()):
             key = (worker, agent_id)
             rec = self._agents.pop(key, None)
