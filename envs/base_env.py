@@ -129,6 +129,15 @@ class ActionTuple:
         if self.discrete.ndim == 1:
             self.discrete = self.discrete.reshape(-1, 1) if self.discrete.size else self.discrete.reshape(0, 0)
 
+    @classmethod
+    def trusted(cls, continuous: np.ndarray, discrete: np.ndarray) -> "ActionTuple":
+        """From arrays already 2-D float32 / int32 (the trainer's own outputs), unchecked:
+        the per-step path skips ``__post_init__``'s conversions."""
+        action = cls.__new__(cls)
+        action.continuous = continuous
+        action.discrete = discrete
+        return action
+
     def __len__(self) -> int:
         return max(self.continuous.shape[0], self.discrete.shape[0])
 

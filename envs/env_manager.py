@@ -13,9 +13,12 @@ order, holding ``behavior name -> (DecisionSteps, TerminalSteps)``.
   Workers import ``envs`` only (Gymnasium only for ``gym:`` ids), never TensorFlow.
   Note that ``spawn`` re-imports the parent's ``__main__`` module in each worker (as
   ``__mp_main__``): an entry-point script should not import TensorFlow at module level,
-  or every worker pays for it at start-up. Steps and actions cross the pipes in a compact
-  binary layout (not pickled dataclasses); the arrays the parent receives are fresh and
-  writable, as in-process ones are.
+  or every worker pays for it at start-up. Steps and actions cross through one
+  preallocated shared-memory segment per worker (numpy views at fixed offsets); the pipe
+  carries a one-byte command or reply. A step with more agents than the segment holds
+  goes through the pipe in a compact binary layout and the worker gets a bigger segment
+  (see "shared memory" below). The arrays the parent receives are fresh and writable, as
+  in-process ones are.
 
 Failures: an env that raises, a worker that dies, or a worker that does not answer within
 ``step_timeout`` seconds makes the manager shut every worker down and raise
@@ -25,7 +28,9 @@ builds its env (bad env_args, unknown Gymnasium id) is re-raised as is. Workers 
 SIGINT (Ctrl-C reaches the whole process group; the parent decides when to close them)
 and exit when the parent disappears. `close()` is idempotent, waits a few seconds at most,
 and then terminates and kills; it also runs when the manager is garbage collected or at
-interpreter exit, so no worker outlives its manager.
+interpreter exit, so no worker outlives its manager. Shared-memory segments are unlinked
+as soon as their worker has mapped them, so a killed worker or parent leaves nothing in
+``/dev/shm``.
 
 For tests, ``builtin:_Crash`` (`envs.builtin.crash`) is an env that raises, exits or hangs
 on a chosen step.
@@ -34,14 +39,18 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
+import secrets
 import select
 import signal
+import struct
 import time
 import traceback
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from multiprocessing.shared_memory import SharedMemory
 from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
@@ -384,49 +393,283 @@ def _unpack_actions(names: Sequence[str], data: bytes) -> Dict[str, ActionTuple]
     return out
 
 
+# --------------------------------------------------------------------------- shared memory
+# Each worker owns one segment of shared memory, created by the parent, that holds the
+# worker's actions and step results at fixed offsets (`_Layout`); the pipe only carries a
+# one-byte command or reply. The segment is sized for `capacity` agents per behavior
+# (``agents_per_env`` at first). A step with more agents than that (an env whose agent
+# count grows, e.g. Unity agents spawning, or ``env_args.num_agents`` above
+# ``agents_per_env``) is not lost: it crosses the pipe in the packed format above, and the
+# parent then gives that worker a bigger segment (twice the capacity, or the count seen)
+# before the next step. The parent unlinks every segment as soon as its worker has mapped
+# it, so nothing is left in /dev/shm even if a process is killed later.
+_SHM_PREFIX = "trl_"
+_HEADER_INTS = 8  # per behavior: n_decision, n_terminal, has_mask, action_present, cont_rows, disc_rows, -, -
+
+
+class _BehaviorViews:
+    """Numpy views over one behavior's part of a segment (see `_Layout`)."""
+
+    __slots__ = ("cont", "disc", "d_obs", "d_reward", "d_id", "d_mask", "t_obs", "t_reward", "t_interrupted", "t_id")
+
+    def __init__(self, take: Any, spec: BehaviorSpec, cap: int) -> None:
+        a = spec.action_spec
+        shapes = [(cap,) + o.shape for o in spec.observation_specs]
+        self.cont: np.ndarray = take(_F32, (cap, a.continuous_size))
+        self.disc: np.ndarray = take(_I32, (cap, a.discrete_size))
+        self.d_obs: List[np.ndarray] = [take(_F32, s) for s in shapes]
+        self.d_reward: np.ndarray = take(_F32, (cap,))
+        self.d_id: np.ndarray = take(_I32, (cap,))
+        self.d_mask: List[np.ndarray] = [take(_BOOL, (cap, b)) for b in a.discrete_branches]
+        self.t_obs: List[np.ndarray] = [take(_F32, s) for s in shapes]
+        self.t_reward: np.ndarray = take(_F32, (cap,))
+        self.t_interrupted: np.ndarray = take(_BOOL, (cap,))
+        self.t_id: np.ndarray = take(_I32, (cap,))
+
+
+class _Layout:
+    """Where every array of one worker's segment lies, for given per-behavior capacities.
+
+    The segment starts with ``[n_behaviors, 8]`` int64 header rows
+    ``[n_decision, n_terminal, has_mask, action_present, continuous_rows, discrete_rows, 0, 0]``;
+    then, per behavior in order: actions (continuous ``[cap, c]`` float32, discrete
+    ``[cap, b]`` int32), decision steps (obs ``[cap, *shape]`` float32 per spec, reward
+    ``[cap]``, agent_id ``[cap]`` int32, one ``[cap, branch]`` bool mask per branch) and
+    terminal steps (obs, reward, interrupted ``[cap]`` bool, agent_id). Every array starts
+    on an 8-byte boundary. Parent and worker compute the same layout from the specs.
+    """
+
+    def __init__(self, names: Sequence[str], specs: Mapping[str, BehaviorSpec], caps: Mapping[str, int]) -> None:
+        self.names = list(names)
+        self.specs = specs
+        self.caps = {name: int(caps[name]) for name in self.names}
+        self.size = max(self._walk(None)[0], _ALIGN)
+
+    def _walk(self, buf: Optional[Any]) -> Tuple[int, List[_BehaviorViews]]:
+        offset = _ALIGN * _HEADER_INTS * len(self.names)
+
+        def take(dtype: np.dtype, shape: Tuple[int, ...]) -> np.ndarray:
+            nonlocal offset
+            count = int(np.prod(shape))
+            out = np.ndarray(shape, dtype, buf, offset) if buf is not None else np.empty(0, dtype)
+            offset += count * dtype.itemsize + (-count * dtype.itemsize % _ALIGN)
+            return out
+
+        views = [_BehaviorViews(take, self.specs[n], self.caps[n]) for n in self.names]
+        return offset, views
+
+    def views(self, buf: Any) -> Tuple[np.ndarray, List[_BehaviorViews]]:
+        header = np.ndarray((len(self.names), _HEADER_INTS), np.int64, buf, 0)
+        return header, self._walk(buf)[1]
+
+
+class _Channel:
+    """One worker's segment seen through a `_Layout`: the parent writes actions and reads
+    steps, the worker reads actions and writes steps. Only one side touches the segment at
+    a time (the pipe's command/reply alternation orders them)."""
+
+    def __init__(self, shm: SharedMemory, layout: _Layout) -> None:
+        self.shm = shm
+        self.layout = layout
+        self.names = layout.names
+        self.caps = [layout.caps[n] for n in self.names]
+        header, self.views = layout.views(shm.buf)
+        # Scalar header access through a memoryview costs a fraction of numpy item access.
+        self.header: Optional[memoryview] = memoryview(header).cast("B").cast("q")
+        self._empty_terminal = [TerminalSteps.empty(layout.specs[n]) for n in self.names]
+
+    def release(self) -> None:
+        """Drops the views, then unmaps (the segment itself is unlinked by the parent)."""
+        if self.header is not None:
+            self.header.release()
+        self.header, self.views = None, []
+        try:
+            self.shm.close()
+        except BufferError:  # an array still points into it; unmapped when that goes
+            pass
+
+    def __del__(self) -> None:
+        self.release()
+
+    # parent side
+    def write_actions(self, actions: Mapping[str, ActionTuple]) -> bool:
+        """Actions into the segment; False (nothing to rely on) if they do not fit the layout."""
+        header = self.header
+        assert header is not None
+        for b, name in enumerate(self.names):
+            action = actions.get(name)
+            h = b * _HEADER_INTS
+            if action is None:
+                header[h + 3] = 0
+                continue
+            v = self.views[b]
+            cont, disc = np.asarray(action.continuous), np.asarray(action.discrete)
+            if (
+                cont.ndim != 2 or disc.ndim != 2 or cont.shape[0] > v.cont.shape[0] or disc.shape[0] > v.disc.shape[0]
+                or cont.shape[1] != v.cont.shape[1] or disc.shape[1] != v.disc.shape[1]
+            ):
+                return False  # the packed format keeps odd shapes, so the env reports them as it would
+            v.cont[: cont.shape[0]] = cont
+            v.disc[: disc.shape[0]] = disc
+            header[h + 3] = 1
+            header[h + 4] = cont.shape[0]
+            header[h + 5] = disc.shape[0]
+        return True
+
+    def read_steps(self) -> StepDict:
+        """Fresh, writable copies of the steps the worker wrote."""
+        header = self.header
+        assert header is not None
+        out: StepDict = {}
+        for b, name in enumerate(self.names):
+            h = b * _HEADER_INTS
+            n_d, n_t, has_mask = header[h], header[h + 1], header[h + 2]
+            v = self.views[b]
+            decision = DecisionSteps(
+                [o[:n_d].copy() for o in v.d_obs],
+                v.d_reward[:n_d].copy(),
+                v.d_id[:n_d].copy(),
+                [m[:n_d].copy() for m in v.d_mask] if has_mask else None,
+            )
+            if n_t:
+                terminal = TerminalSteps(
+                    [o[:n_t].copy() for o in v.t_obs],
+                    v.t_reward[:n_t].copy(),
+                    v.t_interrupted[:n_t].copy(),
+                    v.t_id[:n_t].copy(),
+                )
+            else:
+                terminal = self._empty_terminal[b]  # zero-size arrays: nothing to overwrite
+            out[name] = (decision, terminal)
+        return out
+
+    # worker side
+    def read_actions(self) -> Dict[str, ActionTuple]:
+        header = self.header
+        assert header is not None
+        out: Dict[str, ActionTuple] = {}
+        for b, name in enumerate(self.names):
+            h = b * _HEADER_INTS
+            if header[h + 3]:
+                c_rows, d_rows = header[h + 4], header[h + 5]
+                v = self.views[b]
+                out[name] = ActionTuple(v.cont[:c_rows].copy(), v.disc[:d_rows].copy())
+        return out
+
+    def write_steps(self, steps: StepDict) -> bool:
+        """Steps into the segment; False if some behavior has more agents than its capacity."""
+        header = self.header
+        assert header is not None
+        counts = []
+        for b, name in enumerate(self.names):
+            decision, terminal = steps[name]
+            n_d, n_t = len(decision), len(terminal)
+            if n_d > self.caps[b] or n_t > self.caps[b]:
+                return False
+            counts.append((n_d, n_t))
+        for b, name in enumerate(self.names):
+            decision, terminal = steps[name]
+            v = self.views[b]
+            n_d, n_t = counts[b]
+            for dst, src in zip(v.d_obs, decision.obs):
+                dst[:n_d] = src
+            v.d_reward[:n_d] = decision.reward
+            v.d_id[:n_d] = decision.agent_id
+            mask = decision.action_mask
+            if mask is not None:
+                for dst, src in zip(v.d_mask, mask):
+                    dst[:n_d] = src
+            if n_t:
+                for dst, src in zip(v.t_obs, terminal.obs):
+                    dst[:n_t] = src
+                v.t_reward[:n_t] = terminal.reward
+                v.t_interrupted[:n_t] = terminal.interrupted
+                v.t_id[:n_t] = terminal.agent_id
+            h = b * _HEADER_INTS
+            header[h] = n_d
+            header[h + 1] = n_t
+            header[h + 2] = mask is not None
+        return True
+
+
+def _needed_caps(layout: _Layout, steps: StepDict) -> Optional[Dict[str, int]]:
+    """Bigger capacities if ``steps`` (which came through the pipe) overflowed ``layout``."""
+    caps = dict(layout.caps)
+    grow = False
+    for name, (decision, terminal) in steps.items():
+        needed = max(len(decision), len(terminal))
+        if needed > caps[name]:
+            caps[name] = max(needed, 2 * caps[name])
+            grow = True
+    return caps if grow else None
+
+
 # --------------------------------------------------------------------------- subprocess
-# Messages: parent -> worker b"S" + packed actions | b"R" | b"C";
-# worker -> parent b"Y" + pickled specs (once) | b"K" + packed steps | b"E" + pickled error info.
-_STEP, _RESET, _CLOSE, _READY, _OK, _ERROR = b"S", b"R", b"C", b"Y", b"K", b"E"
+# Messages: parent -> worker b"S" (actions in shared memory) | b"s" + packed actions |
+# b"R" | b"M" + pickled (segment name, capacities) | b"C";
+# worker -> parent b"Y" + pickled specs (once) | b"K" (steps in shared memory) |
+# b"k" + packed steps | b"A" (segment mapped) | b"E" + pickled error info.
+_STEP, _STEP_PACKED, _RESET, _MAP, _CLOSE = b"S", b"s", b"R", b"M", b"C"
+_READY, _OK, _OK_PACKED, _MAPPED, _ERROR = b"Y", b"K", b"k", b"A", b"E"
 
 
 def _worker_main(conn: Any, env_id: str, env_args: Optional[Dict[str, Any]], seed: int, agents_per_env: int) -> None:
-    """Body of a worker process: build the env, then serve reset/step/close commands.
+    """Body of a worker process: build the env, then serve reset/step/map/close commands.
 
-    Replies: ready (pickled specs) once, then packed steps per command; on an exception an
+    Replies: ready (pickled specs) once, then one reply per command; on an exception an
     error ``(type name, one-line message, is EnvError, traceback)`` and exit.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     env: Optional[BaseEnv] = None
+    channel: Optional[_Channel] = None
     try:
         try:
             env = make_env(env_id, env_args, seed, agents_per_env)
-            names = list(env.behavior_specs)
-            conn.send_bytes(_READY + pickle.dumps(dict(env.behavior_specs), pickle.HIGHEST_PROTOCOL))
+            specs = dict(env.behavior_specs)
+            names = list(specs)
+            _send_message(conn, _READY + pickle.dumps(specs, pickle.HIGHEST_PROTOCOL))
             while True:
                 try:
-                    message = conn.recv_bytes()
+                    message = _recv_message(conn)
                 except (EOFError, OSError):
                     return  # the parent is gone
                 cmd = message[:1]
-                if cmd == _STEP:
-                    for name, action in _unpack_actions(names, message[1:]).items():
+                if cmd == _STEP or cmd == _STEP_PACKED:
+                    if cmd == _STEP:
+                        assert channel is not None
+                        actions = channel.read_actions()
+                    else:
+                        actions = _unpack_actions(names, message[1:])
+                    for name, action in actions.items():
                         env.set_actions(name, action)
                     env.step()
                 elif cmd == _RESET:
                     env.reset()
+                elif cmd == _MAP:
+                    segment, caps = pickle.loads(message[1:])
+                    if channel is not None:
+                        channel.release()
+                    channel = _Channel(SharedMemory(name=segment), _Layout(names, specs, caps))
+                    _send_message(conn, _MAPPED)
+                    continue
                 else:  # _CLOSE
                     return
-                conn.send_bytes(_OK + _pack_steps(names, {name: env.get_steps(name) for name in names}))
+                steps = {name: env.get_steps(name) for name in names}
+                if channel is not None and channel.write_steps(steps):
+                    _send_message(conn, _OK)
+                else:
+                    _send_message(conn, _OK_PACKED + _pack_steps(names, steps))
         except (BrokenPipeError, ConnectionResetError):
             return  # the parent is gone
         except BaseException as e:
             info = (type(e).__name__, _one_line(str(e)), isinstance(e, EnvError), traceback.format_exc())
             try:
-                conn.send_bytes(_ERROR + pickle.dumps(info))
+                _send_message(conn, _ERROR + pickle.dumps(info))
             except Exception:
                 pass
     finally:
+        if channel is not None:
+            channel.release()
         if env is not None:
             try:
                 env.close()
@@ -435,8 +678,26 @@ def _worker_main(conn: Any, env_id: str, env_args: Optional[Dict[str, Any]], see
         conn.close()
 
 
-def _shutdown(procs: List[Any], conns: List[Any], grace_s: float) -> None:
-    """Ask workers to close, then terminate, then kill; never waits much longer than grace_s."""
+def _unlink(segments: List[SharedMemory]) -> None:
+    """Unlinks segments no worker has confirmed yet (the others are unlinked already)."""
+    while segments:
+        shm = segments.pop()
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+        try:
+            shm.close()
+        except BufferError:
+            pass
+
+
+def _shutdown(procs: List[Any], conns: List[Any], segments: List[Any], grace_s: float) -> None:
+    """Ask workers to close, then terminate, then kill; never waits much longer than grace_s.
+
+    Also unlinks any shared-memory segment still named in /dev/shm.
+    """
+    _unlink(segments)
     for conn, proc in zip(conns, procs):
         if proc.is_alive():
             try:
@@ -475,6 +736,7 @@ class SubprocessEnvManager(EnvManager):
         start_timeout: float = 120.0,
         step_timeout: Optional[float] = 600.0,
         start_method: str = "spawn",
+        shared_memory: bool = True,
     ) -> None:
         """
         Args:
@@ -487,6 +749,8 @@ class SubprocessEnvManager(EnvManager):
             step_timeout: seconds for every worker to answer a reset/step; None = no limit
                 (a dead worker is still detected at once).
             start_method: ``"spawn"`` or ``"forkserver"``; never ``"fork"``.
+            shared_memory: steps and actions cross through shared memory (the default);
+                False sends them through the pipes (for comparisons).
         """
         _check_counts(num_envs, agents_per_env)
         validate_env(env_id, env_args)
@@ -502,9 +766,12 @@ class SubprocessEnvManager(EnvManager):
         ctx: Any = multiprocessing.get_context(start_method)
         self._procs: List[Any] = []
         self._conns: List[Any] = []
+        self._channels: List[Optional[_Channel]] = [None] * int(num_envs)
+        self._unconfirmed: List[SharedMemory] = []  # created, not yet unlinked
+        self._warned_shm = False
         # The finalizer holds the lists, not self: it runs on close(), on garbage
         # collection and at interpreter exit, whichever comes first.
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, 5.0)
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self._unconfirmed, 5.0)
         args = dict(env_args) if env_args is not None else None
         try:
             for i in range(int(num_envs)):
@@ -521,11 +788,14 @@ class SubprocessEnvManager(EnvManager):
                 self._conns.append(parent_conn)
             self._poller = _Poller(self._conns, self._procs)
             replies = self._gather(start_timeout, starting=True)
-            self._specs = _common_specs(env_id, [pickle.loads(r) for r in replies])
+            self._specs = _common_specs(env_id, [pickle.loads(r[1:]) for r in replies])
+            self._names = list(self._specs)
+            if shared_memory:
+                caps = {name: int(agents_per_env) for name in self._names}
+                self._map(list(range(int(num_envs))), [caps] * int(num_envs), start_timeout)
         except BaseException:
             self.close()
             raise
-        self._names = list(self._specs)
 
     @property
     def behavior_specs(self) -> Dict[str, BehaviorSpec]:
@@ -544,6 +814,11 @@ class SubprocessEnvManager(EnvManager):
         """Process ids of the workers (for monitoring and tests)."""
         return [p.pid for p in self._procs]
 
+    @property
+    def shared_memory_capacities(self) -> List[Optional[Dict[str, int]]]:
+        """Per worker: behavior -> agents its segment holds (None: steps go through the pipe)."""
+        return [None if c is None else dict(c.layout.caps) for c in self._channels]
+
     def reset(self) -> List[EnvStep]:
         self._check_usable()
         for i in range(len(self._conns)):
@@ -553,30 +828,84 @@ class SubprocessEnvManager(EnvManager):
     def step(self, actions: Sequence[Mapping[str, ActionTuple]]) -> List[EnvStep]:
         self._check_usable()
         _check_actions(actions, len(self._conns), self._specs)
-        messages = [_STEP + _pack_actions(self._names, a) for a in actions]
-        for i, message in enumerate(messages):  # every worker starts stepping before we wait
-            self._send(i, message)
+        for i, mapping in enumerate(actions):  # every worker starts stepping before we wait
+            channel = self._channels[i]
+            if channel is not None and channel.write_actions(mapping):
+                self._send(i, _STEP)
+            else:
+                self._send(i, _STEP_PACKED + _pack_actions(self._names, mapping))
         return self._steps_from(self._gather(self._step_timeout))
 
     def close(self) -> None:
         self._closed = True
         self._finalizer()  # runs _shutdown at most once
+        for channel in self._channels:
+            if channel is not None:
+                channel.release()
 
     # ------------------------------------------------------------------ internals
     def _steps_from(self, replies: List[bytes]) -> List[EnvStep]:
-        return [EnvStep(i, _unpack_steps(self._names, self._specs, r)) for i, r in enumerate(replies)]
+        out = []
+        grow: List[int] = []
+        caps: List[Dict[str, int]] = []
+        for i, reply in enumerate(replies):
+            channel = self._channels[i]
+            if reply[:1] == _OK:
+                assert channel is not None
+                steps = channel.read_steps()
+            else:
+                steps = _unpack_steps(self._names, self._specs, reply[1:])
+                bigger = _needed_caps(channel.layout, steps) if channel is not None else None
+                if bigger is not None:
+                    grow.append(i)
+                    caps.append(bigger)
+            out.append(EnvStep(i, steps))
+        if grow:
+            self._map(grow, caps, self._step_timeout)
+        return out
+
+    def _map(self, workers: List[int], caps: List[Dict[str, int]], timeout: Optional[float]) -> None:
+        """Gives each of ``workers`` a new segment for ``caps``; unlinks it once mapped."""
+        fresh = []
+        for i, worker_caps in zip(workers, caps):
+            layout = _Layout(self._names, self._specs, worker_caps)
+            name = f"{_SHM_PREFIX}{os.getpid()}_{i}_{secrets.token_hex(4)}"
+            try:
+                shm = SharedMemory(name=name, create=True, size=layout.size)
+            except OSError as e:  # /dev/shm full or missing: this worker keeps its pipe format
+                if not self._warned_shm:
+                    self._warned_shm = True
+                    print(f"[WARNING] env workers: no shared memory ({_one_line(str(e))}); steps go through pipes",
+                          flush=True)
+                continue
+            self._unconfirmed.append(shm)
+            fresh.append((i, shm, layout))
+            self._send(i, _MAP + pickle.dumps((shm.name, worker_caps)))
+        if not fresh:
+            return
+        self._gather(timeout, workers=[i for i, _, _ in fresh])
+        for i, shm, layout in fresh:
+            self._unconfirmed.remove(shm)
+            shm.unlink()  # both sides have it mapped; the name is no longer needed
+            old = self._channels[i]
+            if old is not None:
+                old.release()
+            self._channels[i] = _Channel(shm, layout)
 
     def _send(self, i: int, message: bytes) -> None:
         try:
-            self._conns[i].send_bytes(message)
+            _send_message(self._conns[i], message)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._fail(i, self._death_cause(i))
 
-    def _gather(self, timeout: Optional[float], starting: bool = False) -> List[bytes]:
-        """One reply payload per worker, in worker order; raises on error, death or timeout."""
-        n = len(self._conns)
-        results: List[bytes] = [b""] * n
-        pending = set(range(n))
+    def _gather(
+        self, timeout: Optional[float], starting: bool = False, workers: Optional[List[int]] = None
+    ) -> List[bytes]:
+        """One reply (kind byte + payload) per worker (of ``workers``, default all), in order;
+        raises on error, death or timeout."""
+        order = list(range(len(self._conns))) if workers is None else list(workers)
+        results: Dict[int, bytes] = {}
+        pending = set(order)
         deadline = None if timeout is None else time.monotonic() + timeout
         while pending:
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -585,32 +914,29 @@ class SubprocessEnvManager(EnvManager):
                 if deadline is not None and time.monotonic() >= deadline:
                     self._fail(min(pending), f"did not answer within {timeout:g} s", kill_first=True)
                 continue
-            for i in sorted(ready):
+            for i, is_pipe in ready:
                 conn = self._conns[i]
                 if i not in pending:
                     if not self._procs[i].is_alive():  # died after answering
                         self._fail(i, self._death_cause(i))
                     continue
-                if not conn.poll(0):
-                    if not self._procs[i].is_alive():  # dead, pipe held open elsewhere
-                        self._fail(i, self._death_cause(i))
-                    continue
+                if not is_pipe and not conn.poll(0):  # exited; its pipe has nothing left
+                    self._fail(i, self._death_cause(i))
                 try:
-                    message = conn.recv_bytes()
+                    message = _recv_message(conn)
                 except (EOFError, OSError):
                     cause = self._death_cause(i)
                     if starting:  # e.g. a __main__ without the `if __name__ == "__main__":` guard
                         cause += " while starting; its stderr shows why"
                     self._fail(i, cause)
-                kind, payload = message[:1], message[1:]
-                if kind == _ERROR:
-                    type_name, text, is_env_error, tb = pickle.loads(payload)
+                if message[:1] == _ERROR:
+                    type_name, text, is_env_error, tb = pickle.loads(message[1:])
                     if starting and is_env_error:
                         self._fail(i, text, as_is=True, worker_traceback=tb)
                     self._fail(i, f"raised {type_name}: {text}", worker_traceback=tb)
-                results[i] = payload
+                results[i] = message
                 pending.discard(i)
-        return results
+        return [results[i] for i in order]
 
     def _death_cause(self, i: int) -> str:
         proc = self._procs[i]
@@ -640,7 +966,10 @@ class SubprocessEnvManager(EnvManager):
             self._procs[i].kill()  # a hung worker will not read "close"
         self._closed = True
         self._finalizer.detach()
-        _shutdown(self._procs, self._conns, grace_s=1.0)
+        _shutdown(self._procs, self._conns, self._unconfirmed, grace_s=1.0)
+        for channel in self._channels:
+            if channel is not None:
+                channel.release()
         if as_is:
             error = EnvError(cause)
             error.worker_traceback = worker_traceback  # type: ignore[attr-defined]
@@ -669,26 +998,73 @@ class _Poller:
         self._conns = list(conns)
         self._procs = list(procs)
         self._poll: Optional[Any] = None
-        self._worker_of: Dict[Any, int] = {}
+        self._worker_of: Dict[Any, Tuple[int, bool]] = {}  # fd or handle -> (worker, is its pipe)
         if hasattr(select, "poll"):
             self._poll = select.poll()
             for i, (conn, proc) in enumerate(zip(conns, procs)):
-                for fd in (conn.fileno(), proc.sentinel):
+                for fd, is_pipe in ((conn.fileno(), True), (proc.sentinel, False)):
                     self._poll.register(fd, select.POLLIN)
-                    self._worker_of[fd] = i
+                    self._worker_of[fd] = (i, is_pipe)
         else:  # pragma: no cover - Windows
             for i, (conn, proc) in enumerate(zip(conns, procs)):
-                self._worker_of[conn] = i
-                self._worker_of[proc.sentinel] = i
+                self._worker_of[conn] = (i, True)
+                self._worker_of[proc.sentinel] = (i, False)
 
-    def wait(self, timeout: Optional[float]) -> set:
-        """Indices of workers with an event, empty on timeout."""
+    def wait(self, timeout: Optional[float]) -> List[Tuple[int, bool]]:
+        """``(worker, is_pipe)`` per event, pipe events first; empty on timeout.
+
+        ``is_pipe``: the worker's pipe has data (or EOF); else its process exited.
+        """
         if self._poll is not None:
             ms = None if timeout is None else int(np.ceil(timeout * 1000))
-            events = self._poll.poll(ms)
-            return {self._worker_of[fd] for fd, _ in events}
-        ready = multiprocessing.connection.wait(list(self._worker_of), timeout)  # pragma: no cover
-        return {self._worker_of[h] for h in ready}  # pragma: no cover
+            events = [self._worker_of[fd] for fd, _ in self._poll.poll(ms)]
+        else:  # pragma: no cover
+            events = [self._worker_of[h] for h in multiprocessing.connection.wait(list(self._worker_of), timeout)]
+        events.sort(key=lambda e: (not e[1], e[0]))
+        return events
+
+
+_FRAME = struct.Struct("!i")  # multiprocessing.Connection's length prefix
+
+
+def _send_message(conn: Any, message: bytes) -> None:
+    """``conn.send_bytes(message)`` in one ``write`` (same framing) on POSIX."""
+    if os.name != "posix":  # pragma: no cover
+        conn.send_bytes(message)
+        return
+    data = memoryview(_FRAME.pack(len(message)) + message)
+    fd = conn.fileno()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _recv_message(conn: Any) -> bytes:
+    """``conn.recv_bytes()`` in one ``read`` for small messages (same framing) on POSIX.
+
+    Only valid when at most one message can be in flight, as in the command/reply
+    protocol here: a single read may return everything the other side wrote.
+    """
+    if os.name != "posix":  # pragma: no cover
+        return conn.recv_bytes()
+    fd = conn.fileno()
+    data = os.read(fd, 65536)
+    while 0 < len(data) < _FRAME.size:
+        data += os.read(fd, 65536)
+    if not data:
+        raise EOFError
+    (size,) = _FRAME.unpack_from(data)
+    total = _FRAME.size + size
+    if len(data) < total:
+        chunks = [data]
+        have = len(data)
+        while have < total:
+            chunk = os.read(fd, min(total - have, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks)
+    return data[_FRAME.size: total]
 
 
 def make_env_manager(

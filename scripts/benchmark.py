@@ -12,6 +12,30 @@ per buffer with the one-run update beside the upstream-style mode that runs each
 update in its own ``sess.run``.
 
     python scripts/benchmark.py --signals [--steps=20480]
+
+With ``--profile``: the same run under cProfile counting CPU time (``time.process_time``,
+so other processes on the machine do not inflate the figures; TensorFlow's own threads
+are counted too), and the CPU time split by where it is spent (self time per group of
+functions) plus the costliest functions.
+
+    python scripts/benchmark.py --profile [--steps=100000]
+
+With ``--memory``: PPO with an LSTM (memory_size 128, sequence_length 64) on the built-in
+Memory env, beside the same run without memory (the same steps, settings and seed):
+env steps/s in the training loop, update time per buffer, and the LSTM/feed-forward ratio
+of the training loop's wall time (target <= 2x).
+
+    python scripts/benchmark.py --memory [--steps=20480]
+
+With ``--small-buffer``: ML-Agents' own learning-test settings (builtin Simple env,
+discrete, batch 16, buffer 64, 3 epochs, 32x1 network; config/ppo/Simple_discrete.yaml
+with ML-Agents' default checkpoint interval, 500k, so only the final checkpoint and
+export), 20k steps. Prints the wall time and where it went: the env, TensorFlow's
+``sess.run`` calls (inference, value estimates, updates) and the trainer's own Python
+around them (trajectory assembly, GAE, buffer, stats, per-update work). ``--repeat=n``
+runs it n times and prints the fastest (the least disturbed by other load).
+
+    python scripts/benchmark.py --small-buffer [--steps=20000] [--repeat=3]
 """
 from __future__ import annotations
 
@@ -97,13 +121,172 @@ def signals_benchmark(steps: int, seed: int) -> None:
     print(f"  the one-run update takes {100 * (1 - one / sep):.0f} % less time than separate runs")
 
 
+PROFILE_GROUPS = (
+    ("TensorFlow session runs", lambda f, fn: "TF_Session" in fn),
+    ("Gymnasium (the env itself)", lambda f, fn: "/gymnasium/" in f),
+    ("envs/ (env API, Gymnasium adapter, managers)", lambda f, fn: "/envs/" in f),
+    ("trainers/controller.py", lambda f, fn: f.endswith("trainers/controller.py")),
+    ("trainers/trajectory.py", lambda f, fn: f.endswith("trainers/trajectory.py")),
+    ("trainers/policy.py + tf/session.py", lambda f, fn: f.endswith(("trainers/policy.py", "tf/session.py"))),
+    ("trainers/ (other: trainer, buffer, stats...)", lambda f, fn: "/trainers/" in f),
+    ("numpy (Python level and C calls cProfile sees)", lambda f, fn: "numpy" in f or "numpy" in fn),
+)
+
+
+def profile(config: str, steps: int, seed: int) -> None:
+    import cProfile
+    import pstats
+
+    import trainers.controller  # noqa: F401  (imports stay out of the profile)
+    import trainers.export  # noqa: F401
+
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    res = run(config, steps, seed)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    totals = {name: 0.0 for name, _ in PROFILE_GROUPS}
+    totals["other (Python builtins, imports, TensorFlow Python)"] = 0.0
+    loop_calls = 0
+    for (filename, _, function), (_, calls, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        for name, match in PROFILE_GROUPS:
+            if match(filename, function):
+                totals[name] += tottime
+                break
+        else:
+            totals["other (Python builtins, imports, TensorFlow Python)"] += tottime
+        if function == "_advance" and filename.endswith("controller.py"):
+            loop_calls = calls
+    cpu = sum(totals.values())
+    print(f"cProfile, CPU time: {cpu:.1f} s for {res['steps']} steps ({loop_calls} controller steps), "
+          f"{1e6 * cpu / max(res['steps'], 1):.0f} us per step; final reward {res['final_reward']:.1f}")
+    for name, value in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<52} {value:7.1f} s  ({100 * value / cpu:4.1f} %)  {1e6 * value / res['steps']:6.1f} us/step")
+    print("Costliest functions (self CPU time):")
+    stats.sort_stats("tottime").print_stats(25)
+
+
+MEMORY_CONFIG = {
+    "behaviors": {
+        "Memory": {
+            "trainer_type": "ppo",
+            "hyperparameters": {"batch_size": 256, "buffer_size": 2048, "num_epoch": 3, "learning_rate": 3.0e-4},
+            "network_settings": {"hidden_units": 128, "num_layers": 2,
+                                 "memory": {"memory_size": 128, "sequence_length": 64}},
+            "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
+            "time_horizon": 64,
+            "summary_freq": 100000,
+            "checkpoint_interval": 1000000,
+        }
+    },
+    "env_settings": {"env_path": "builtin:Memory", "env_args": {"continuous": 0, "discrete": 1, "num_agents": 4}},
+}
+
+
+def memory_benchmark(steps: int, seed: int) -> None:
+    import copy
+
+    import yaml
+
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
+    results = {}
+    for mode in ("LSTM", "feed-forward"):
+        config = copy.deepcopy(MEMORY_CONFIG)
+        if mode == "feed-forward":
+            del config["behaviors"]["Memory"]["network_settings"]["memory"]
+        path = os.path.join(folder.name, f"{mode}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        res = run(path, steps, seed)
+        t = res["timers"]
+        durations = sorted(t["update_durations"][1:])  # the first one compiles the update
+        median = durations[len(durations) // 2] if durations else float("nan")
+        results[mode] = t["total"]
+        print(
+            f"  {mode:<13} loop {t['total']:6.1f} s, {steps / t['total']:6.0f} steps/s; env {t['env']:.1f} s, "
+            f"inference {t['inference']:.1f} s, trajectories {t['trajectories']:.1f} s, update {t['update']:.1f} s; "
+            f"update per buffer (median of {len(durations)}) {median * 1000:.0f} ms; final reward {res['final_reward']:.3f}"
+        )
+    folder.cleanup()
+    ratio = results["LSTM"] / results["feed-forward"]
+    print(f"  LSTM / feed-forward training-loop wall time: {ratio:.2f}x (target <= 2x)")
+
+
+def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
+    import yaml
+
+    from trainers.tf import session as tf_session
+
+    # Time spent inside TensorFlow: every per-step and per-minibatch run goes through
+    # FastCallable (inference, value estimates, updates).
+    tf_time = [0.0, 0]
+    original_call = tf_session.FastCallable.__call__
+
+    def timed_call(self: object, *args: object) -> list:
+        t = time.perf_counter()
+        try:
+            return original_call(self, *args)  # type: ignore[arg-type]
+        finally:
+            tf_time[0] += time.perf_counter() - t
+            tf_time[1] += 1
+
+    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
+        config = yaml.safe_load(f)
+    # ML-Agents' test settings keep its default checkpoint interval (500k): one final save.
+    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
+    path = os.path.join(folder.name, "small_buffer.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(config, f)
+    tf_session.FastCallable.__call__ = timed_call  # type: ignore[method-assign]
+    best = None
+    try:
+        for _ in range(repeat):
+            tf_time[:] = [0.0, 0]
+            res = run(path, steps, seed)
+            res["tf"], res["tf_calls"] = tf_time[0], tf_time[1]
+            if best is None or res["wall"] < best["wall"]:
+                best = res
+    finally:
+        tf_session.FastCallable.__call__ = original_call  # type: ignore[method-assign]
+        folder.cleanup()
+    assert best is not None
+    t = best["timers"]
+    loop = t["total"]
+    python = loop - t["env"] - best["tf"]
+    print(f"PPO builtin:Simple (discrete), batch 16, buffer 64, 3 epochs, {steps} steps, seed {seed}"
+          f" (fastest of {repeat})")
+    print(f"  wall time after imports (graph build, env, final checkpoint and export): {best['wall']:.2f} s")
+    print(f"  training loop {loop:.2f} s: env {t['env']:.2f} s ({100 * t['env'] / loop:.0f} %),"
+          f" TensorFlow runs {best['tf']:.2f} s ({100 * best['tf'] / loop:.0f} %, {best['tf_calls']} calls),"
+          f" trainer Python {python:.2f} s ({100 * python / loop:.0f} %)")
+    print(f"  by loop part: inference {t['inference']:.2f} s, trajectories {t['trajectories']:.2f} s,"
+          f" updates {t['update']:.2f} s ({len(t['update_durations'])} updates)")
+    print(f"  final mean reward (last summary): {best['final_reward']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="default 100000 (20480 with --signals)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--config", default=os.path.join(ROOT, "config", "ppo", "CartPole.yaml"))
     parser.add_argument("--signals", action="store_true", help="PPO + curiosity + GAIL update-time comparison")
+    parser.add_argument("--profile", action="store_true", help="cProfile split of the run (CPU time)")
+    parser.add_argument("--memory", action="store_true", help="LSTM vs feed-forward on builtin:Memory")
+    parser.add_argument("--small-buffer", action="store_true", help="ML-Agents' test settings on builtin:Simple")
+    parser.add_argument("--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.config, args.steps or 100_000, args.seed)
+        return None
+    if args.small_buffer:
+        small_buffer_benchmark(args.steps or 20000, args.seed, args.repeat)
+        return None
+    if args.memory:
+        steps = args.steps or 20480
+        print(f"PPO on builtin:Memory (4 agents), {steps} steps, memory_size 128, sequence_length 64 vs no memory")
+        memory_benchmark(steps, args.seed)
+        return None
     if args.signals:
         steps = args.steps or 20480
         print(f"PPO + curiosity + GAIL on builtin:Simple, {steps} steps")

@@ -8,7 +8,9 @@ Steps/s counts agent steps (transitions): one env step with 16 agents is 16 step
 (``env.step(a); if terminated or truncated: env.reset()``) with precomputed actions;
 "ours" goes through `GymEnv` (set_actions/step/get_steps, batch arrays, agent ids) or an
 env manager. ratio = ours / raw (1.0 = no overhead; above 1 for the subprocess manager
-means its workers ran in parallel). Built-in envs have no raw counterpart: their
+means its workers ran in parallel). "Subprocess" rows pass steps and actions through
+shared memory; "Subprocess, pipes" rows (``shared_memory=False``) send them through the
+pipes, for comparison in the same run. Built-in envs have no raw counterpart: their
 manager row is compared with stepping the env directly.
 """
 from __future__ import annotations
@@ -162,16 +164,22 @@ def main() -> None:
         start = time.perf_counter()
         with SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0) as manager:
             startup = time.perf_counter() - start
-            raw, managed = _best_of([(raw_fn, 2 * agents), (manager_steps(manager, agents), 2 * agents)],
-                                    seconds, rounds)
+            with SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0, shared_memory=False) as piped:
+                raw, managed, through_pipes = _best_of(
+                    [(raw_fn, 2 * agents), (manager_steps(manager, agents), 2 * agents),
+                     (manager_steps(piped, agents), 2 * agents)], seconds, rounds)
         raw_close()
         _row(f"gym:{gym_id} 2 workers x agents={agents} Subprocess", managed, raw)
+        _row(f"gym:{gym_id} 2 workers x agents={agents} Subprocess, pipes", through_pipes, raw)
         print(f"{'':<52} (2 workers started in {startup:.2f} s; raw steps {2 * agents} copies in one process)")
     start = time.perf_counter()
     with SubprocessEnvManager("builtin:Simple", None, 2, 1, 0) as manager:
         startup = time.perf_counter() - start
-        (managed,) = _best_of([(manager_steps(manager, 1), 2)], seconds, rounds)
+        with SubprocessEnvManager("builtin:Simple", None, 2, 1, 0, shared_memory=False) as piped:
+            managed, through_pipes = _best_of([(manager_steps(manager, 1), 2), (manager_steps(piped, 1), 2)],
+                                              seconds, rounds)
     _row("builtin:Simple 2 workers x agents=1 Subprocess", managed, None)
+    _row("builtin:Simple 2 workers x agents=1 Subprocess, pipes", through_pipes, None)
     print(f"{'':<52} (2 workers started in {startup:.2f} s)")
 
 

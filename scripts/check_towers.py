@@ -6,7 +6,11 @@ minibatch, and prints the largest difference of every weight and statistic (rela
 the largest value of the same network) and the devices each tower's ops ran on. Exits 1
 above the tolerance.
 
-    python scripts/check_towers.py [--devices=/cpu:0,/cpu:1] [--rows=96] [--vail] [--tolerance=1e-5]
+    python scripts/check_towers.py [--devices=/cpu:0,/cpu:1] [--rows=96] [--vail] [--memory] [--tolerance=1e-5]
+
+``--memory``: an LSTM actor and critic (memory_size 16, sequence_length 8); the minibatch is
+``rows // 8`` whole sequences, some left-padded, with random stored memories, so towers
+must split by sequences (an uneven count when it is not a multiple of the tower count).
 
 On a GPU machine: ``--devices=/gpu:0,/gpu:1`` (the reference tower uses the first device).
 """
@@ -25,13 +29,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "config", "demos", "SimpleDiscrete.demo")
 
 
-def build(devices: Tuple[str, ...], vail: bool):
+MEMORY_SIZE = 16
+SEQUENCE_LENGTH = 8
+
+
+def build(devices: Tuple[str, ...], vail: bool, memory: bool = False):
     from envs.demo import load_demonstration
     from trainers.ppo.trainer import PPOTrainer
     from trainers.settings import (
         CuriositySettings,
         ExtrinsicSettings,
         GAILSettings,
+        MemorySettings,
         NetworkSettings,
         PPOSettings,
         TrainerSettings,
@@ -41,7 +50,11 @@ def build(devices: Tuple[str, ...], vail: bool):
     spec = load_demonstration(DEMO).behavior_spec
     settings = TrainerSettings(
         hyperparameters=PPOSettings(batch_size=64, buffer_size=256),
-        network_settings=NetworkSettings(hidden_units=32, num_layers=2),
+        network_settings=NetworkSettings(
+            hidden_units=32,
+            num_layers=2,
+            memory=MemorySettings(MEMORY_SIZE, SEQUENCE_LENGTH) if memory else None,
+        ),
         reward_signals={
             "extrinsic": ExtrinsicSettings(),
             "curiosity": CuriositySettings(strength=0.1, encoding_size=16),
@@ -63,8 +76,16 @@ def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, 
             mb[key] = np.ones(shape, np.float32)
         elif key == "done":
             mb[key] = (rng.uniform(size=shape) < 0.2).astype(np.float32)
+        elif key == "prev_action":
+            mb[key] = np.stack([rng.integers(0, b, rows) for b in spec.action_spec.discrete_branches], 1).astype(np.int32)
         else:
             mb[key] = rng.normal(size=shape).astype(np.float32)
+    length = trainer.policy.sequence_length
+    if length > 1:
+        # Left padding (mask 0) at the start of every third sequence, as a trajectory's
+        # first sequence has in the buffer.
+        for start in range(0, rows, 3 * length):
+            mb["masks"][start : start + rng.integers(1, length)] = 0.0
     return mb
 
 
@@ -77,7 +98,8 @@ def run_update(trainer, mb, trace: bool):
     opt = trainer.optimizer
     if not trace:
         return opt.update(mb, 1, feed), None
-    full = {opt.placeholders[k]: v for k, v in mb.items()}
+    length = trainer.policy.sequence_length
+    full = {opt.placeholders[k]: (v[::length] if k in opt.sequence_keys else v) for k, v in mb.items()}
     full.update(feed)
     full[opt.current_step] = 1
     meta = tf.RunMetadata()
@@ -116,12 +138,15 @@ def main() -> int:
     parser.add_argument("--devices", default="/cpu:0,/cpu:1")
     parser.add_argument("--rows", type=int, default=96)
     parser.add_argument("--vail", action="store_true")
+    parser.add_argument("--memory", action="store_true", help="LSTM actor and critic, sequences of 8 rows")
     parser.add_argument("--tolerance", type=float, default=1e-5)
     args = parser.parse_args()
     devices = tuple(d.strip() for d in args.devices.split(","))
     rng = np.random.default_rng(0)
 
-    _, one = build(devices[:1], args.vail)
+    if args.memory:
+        args.rows -= args.rows % SEQUENCE_LENGTH
+    _, one = build(devices[:1], args.vail, args.memory)
     folder = tempfile.TemporaryDirectory(prefix="check_towers_")
     prefix = one.save(folder.name)
     mb = random_minibatch(one, args.rows, rng)
@@ -130,7 +155,7 @@ def main() -> int:
     weights_one = dict(zip([v.op.name for v in variables], one.policy.session.run(variables)))
     one.close()
 
-    _, many = build(devices, args.vail)
+    _, many = build(devices, args.vail, args.memory)
     many.load(prefix)
     stats_many, meta = run_update(many, mb, trace=True)
     variables = many.policy.graph.get_collection("variables")
@@ -141,6 +166,7 @@ def main() -> int:
 
     worst = 0.0
     by_network: Dict[str, float] = defaultdict(float)
+    worst_variable: Dict[str, str] = {}
     scale: Dict[str, float] = defaultdict(lambda: 1e-12)
     for name, value in weights_one.items():
         net = name.split("/")[0]
@@ -148,11 +174,14 @@ def main() -> int:
     for name, value in weights_one.items():
         net = name.split("/")[0]
         diff = float(np.max(np.abs(np.asarray(value, np.float64) - weights_many[name]))) if np.size(value) else 0.0
-        by_network[net] = max(by_network[net], diff / scale[net])
-    print(f"1 tower on {devices[0]} vs {len(devices)} towers on {', '.join(devices)}; minibatch of {args.rows} rows")
+        if diff / scale[net] >= by_network[net]:
+            by_network[net] = diff / scale[net]
+            worst_variable[net] = name
+    shape = f"{args.rows // SEQUENCE_LENGTH} sequences of {SEQUENCE_LENGTH}, " if args.memory else ""
+    print(f"1 tower on {devices[0]} vs {len(devices)} towers on {', '.join(devices)}; minibatch of {shape}{args.rows} rows")
     print("weights after one update, max |diff| / max |weight| per network:")
     for net, d in sorted(by_network.items()):
-        print(f"  {net:<28} {d:.2e}")
+        print(f"  {net:<28} {d:.2e}  ({worst_variable.get(net, '')})")
         worst = max(worst, d)
     print("statistics, |diff| / max(|value|, 1e-3):")
     for key in sorted(stats_one):

@@ -16,15 +16,22 @@ the loss is ``mean((mu / 3 - a_expert)^2)``; the clip is left out because the ta
 inside it (a clipped mean beyond +-3 would get no gradient back). The log std is not
 trained by BC. Hybrid specs add both terms.
 
+**Recurrent policies.** The demo is cut into its episodes, each left-padded to whole
+sequences of ``sequence_length`` (as the update buffer does; padding masked out of the
+loss); minibatches are whole sequences, each starting from a zero memory (as ML-Agents'
+BC does), with the expert's previous discrete action fed as the policy's previous action
+(0 at an episode's first step).
+
 **Learning rate.** ``learning_rate x strength`` (the trainer's initial rate), decayed
 linearly to 0 over ``steps`` agent steps (``steps: 0``: constant).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
+from trainers.buffer import pad_trajectory
 from trainers.policy import POLICY_SCOPE, Policy, build_actor
 from trainers.reward_signals._features import action_placeholders, obs_placeholders
 from trainers.reward_signals.gail import ExpertData, load_expert_data
@@ -32,6 +39,7 @@ from trainers.settings import BehavioralCloningSettings
 from trainers.tf import tf
 from trainers.tf.distributions import CONTINUOUS_CLIP
 from trainers.tf.session import FastCallable
+from trainers.tf.towers import masked_mean
 
 BC_SCOPE = "behavioral_cloning"
 
@@ -75,15 +83,29 @@ class BCModule:
                     tf.float32, [None, sum(action_spec.discrete_branches)], name="action_mask"
                 )
             self._step = tf.placeholder(tf.int64, [], name="step")
+            self._rows_mask: Optional[tf.Tensor] = None
+            self._prev: Optional[tf.Tensor] = None
+            memory_in = None
+            length = policy.sequence_length
+            if policy.use_recurrent:
+                self._rows_mask = tf.placeholder(tf.float32, [None], name="masks")
+                if action_spec.is_discrete:
+                    self._prev = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name="prev_action")
+                memory_in = tf.zeros([tf.shape(self._rows_mask)[0] // length, policy.memory_size])
             actor = build_actor(
-                self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers
+                self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers,
+                memory_in=memory_in, sequence_length=length, step_mask=self._rows_mask, prev_action=self._prev,
             )
+
+            def mean(x: tf.Tensor) -> tf.Tensor:
+                return tf.reduce_mean(x) if self._rows_mask is None else masked_mean(x, self._rows_mask)
+
             loss = tf.constant(0.0)
             if actor.continuous is not None:
                 predicted = actor.continuous.mean / CONTINUOUS_CLIP  # env space without the clip
-                loss += tf.reduce_mean(tf.square(predicted - self._actions["continuous_action"]))
+                loss += mean(tf.reduce_mean(tf.square(predicted - self._actions["continuous_action"]), axis=1))
             if actor.discrete is not None:
-                loss += -tf.reduce_mean(actor.discrete.log_prob(self._actions["discrete_action"]))
+                loss += -mean(actor.discrete.log_prob(self._actions["discrete_action"]))
             self.loss = loss
             if settings.steps > 0:
                 frac = tf.minimum(tf.cast(self._step, tf.float32) / float(settings.steps), 1.0)
@@ -98,8 +120,13 @@ class BCModule:
         self._feed_list: List[tf.Tensor] = (
             self._obs + list(self._actions.values()) + ([self._mask] if self._mask is not None else [])
         )
+        if self._rows_mask is not None:
+            self._feed_list.append(self._rows_mask)
+        if self._prev is not None:
+            self._feed_list.append(self._prev)
         self._feed_list.append(self._step)
         self._update_fn: Optional[FastCallable] = None
+        self._sequences = _demo_sequences(self.expert, length) if policy.use_recurrent else None
 
     @property
     def samples_per_update(self) -> int:
@@ -119,6 +146,8 @@ class BCModule:
             self._update_fn = FastCallable(
                 self.policy.session, [self.loss], self._feed_list, targets=[self._train_op]
             )
+        if self._sequences is not None:
+            return self._update_sequences(step)
         n = self.samples_per_update
         batch = min(self.batch_size, n)
         losses = []
@@ -139,3 +168,64 @@ class BCModule:
                 losses.append(float(self._update_fn(*feeds)[0]))
                 self.update_runs += 1
         return float(np.mean(losses))
+
+    def _update_sequences(self, step: int) -> float:
+        """Recurrent policies: as `update`, over whole sequences of the padded demo."""
+        length = self.policy.sequence_length
+        data = self._sequences
+        num_seq = len(data["masks"]) // length
+        n = max(1, min(self.samples_per_update // length, num_seq))
+        per_batch = max(1, min(self.batch_size // length, n))
+        chosen = self._rng.permutation(num_seq)[:n]
+        offsets = np.arange(length)
+        losses = []
+        for _ in range(self.num_epoch):
+            order = self._rng.permutation(chosen)
+            for b in range(n // per_batch):
+                seqs = order[b * per_batch : (b + 1) * per_batch]
+                idx = (seqs[:, None] * length + offsets[None, :]).reshape(-1)
+                feeds = [o[idx] for o in data["obs"]]
+                if "continuous_action" in self._actions:
+                    feeds.append(data["continuous_action"][idx])
+                if "discrete_action" in self._actions:
+                    feeds.append(data["discrete_action"][idx])
+                if self._mask is not None:
+                    feeds.append(data["action_mask"][idx])
+                feeds.append(data["masks"][idx])
+                if self._prev is not None:
+                    feeds.append(data["prev_action"][idx])
+                feeds.append(step)
+                losses.append(float(self._update_fn_or_make()(*feeds)[0]))
+                self.update_runs += 1
+        return float(np.mean(losses))
+
+    def _update_fn_or_make(self) -> FastCallable:
+        if self._update_fn is None:
+            self._update_fn = FastCallable(
+                self.policy.session, [self.loss], self._feed_list, targets=[self._train_op]
+            )
+        return self._update_fn
+
+
+def _demo_sequences(expert: ExpertData, length: int) -> Dict[str, object]:
+    """The demo's episodes, each left-padded to whole sequences (`pad_trajectory`), with
+    ``masks`` and the previous discrete actions (0 at each episode's first step)."""
+    ends = np.flatnonzero(expert.done > 0) + 1
+    bounds = [0] + [int(e) for e in ends if e < len(expert)] + [len(expert)]
+    parts: List[Dict[str, np.ndarray]] = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        if end <= start:
+            continue
+        fields = {f"obs_{i}": o[start:end] for i, o in enumerate(expert.obs)}
+        fields["continuous_action"] = expert.continuous_action[start:end]
+        fields["discrete_action"] = expert.discrete_action[start:end]
+        fields["action_mask"] = expert.action_mask[start:end]
+        fields["masks"] = np.ones(end - start, np.float32)
+        prev = np.zeros_like(expert.discrete_action[start:end])
+        prev[1:] = expert.discrete_action[start : end - 1]
+        fields["prev_action"] = prev
+        parts.append(pad_trajectory(fields, length))
+    joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    out: Dict[str, object] = {k: v for k, v in joined.items() if not k.startswith("obs_")}
+    out["obs"] = [joined[f"obs_{i}"] for i in range(len(expert.obs))]
+    return out

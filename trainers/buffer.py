@@ -9,7 +9,10 @@ Plain numpy: no TensorFlow here. Field names used across the trainer:
 * ``environment_rewards`` ``[T]``, ``done`` ``[T]``;
 * per reward signal ``<s>_rewards``, ``<s>_value_estimates``, ``<s>_returns``,
   ``<s>_advantage`` ``[T]``; ``advantages`` ``[T]``: the (normalised) sum;
-* ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding.
+* ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding;
+* recurrent policies: ``memory`` ``[T, m]`` the actor memory each step acted from,
+  ``critic_memory`` ``[T, m]`` the critic's (seed 2), ``prev_action`` ``[T, b]`` (discrete).
+  The update reads the memories of each sequence's first row only.
 """
 from __future__ import annotations
 
@@ -28,12 +31,15 @@ def discount_rewards(rewards: np.ndarray, gamma: float, value_next: float = 0.0)
     Returns:
         ``[T]`` float32 returns.
     """
-    returns = np.zeros(len(rewards), dtype=np.float64)
+    # Python floats (float64) over lists: indexing numpy arrays element by element costs
+    # several times more, and trajectories are often a few steps long.
+    r = np.asarray(rewards, np.float64).tolist()
+    returns = [0.0] * len(r)
     running = float(value_next)
-    for t in range(len(rewards) - 1, -1, -1):
-        running = float(rewards[t]) + gamma * running
+    for t in range(len(r) - 1, -1, -1):
+        running = r[t] + gamma * running
         returns[t] = running
-    return returns.astype(np.float32)
+    return np.array(returns, np.float32)
 
 
 def get_gae(
@@ -51,14 +57,18 @@ def get_gae(
     Returns:
         ``[T]`` float32 advantages.
     """
-    v = np.append(np.asarray(values, np.float64), value_next)
-    deltas = np.asarray(rewards, np.float64) + gamma * v[1:] - v[:-1]
-    adv = np.zeros(len(deltas), np.float64)
+    # Same float64 arithmetic as the vectorised form, on Python floats (see discount_rewards).
+    r = np.asarray(rewards, np.float64).tolist()
+    v = np.asarray(values, np.float64).tolist()
+    adv = [0.0] * len(r)
     running = 0.0
-    for t in range(len(deltas) - 1, -1, -1):
-        running = deltas[t] + gamma * lambd * running
+    v_next = float(value_next)
+    decay = gamma * lambd
+    for t in range(len(r) - 1, -1, -1):
+        running = (r[t] + gamma * v_next - v[t]) + decay * running
         adv[t] = running
-    return adv.astype(np.float32)
+        v_next = v[t]
+    return np.array(adv, np.float32)
 
 
 def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np.ndarray:
@@ -72,6 +82,32 @@ def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np
         return array
     filler = np.full((pad,) + array.shape[1:], value, dtype=array.dtype)
     return np.concatenate([filler, array], axis=0)
+
+
+#: Fields padded with their first row (the padding must not change the initial memory).
+EDGE_PADDED = ("memory", "critic_memory")
+#: Fields padded with ones (a padded row of an all-zero action mask would be all-masked).
+ONE_PADDED = ("action_mask",)
+
+
+def pad_trajectory(fields: Mapping[str, np.ndarray], sequence_length: int) -> Dict[str, np.ndarray]:
+    """Left-pads every ``[T, ...]`` field of one trajectory to whole sequences (`pad_front`).
+
+    Padding rows are zeros with ``masks`` 0, except ``action_mask`` (ones) and the memories
+    (the first real row's, so a sequence's first row holds the memory its first real step
+    started from).
+    """
+    out: Dict[str, np.ndarray] = {}
+    for key, value in fields.items():
+        value = np.asarray(value)
+        pad = (-len(value)) % sequence_length
+        if pad == 0:
+            out[key] = value
+        elif key in EDGE_PADDED:
+            out[key] = np.concatenate([np.repeat(value[:1], pad, axis=0), value], axis=0)
+        else:
+            out[key] = pad_front(value, sequence_length, 1.0 if key in ONE_PADDED else 0.0)
+    return out
 
 
 class AgentBuffer:

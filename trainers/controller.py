@@ -3,7 +3,11 @@
 Per env step and behavior: terminal steps close trajectories, decision steps credit
 rewards, then **one** inference ``sess.run`` acts for every agent of the behavior across
 all env workers. Full buffers trigger updates. Checkpoints are written every
-``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker fails.
+``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an env worker or a
+cluster worker fails.
+Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
+(`trainers.threaded`; the hooks are together at the end of `TrainerController`); a
+checkpoint then waits for the running update, so none is written mid-update.
 """
 from __future__ import annotations
 
@@ -19,9 +23,11 @@ import numpy as np
 from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
+from trainers.exceptions import WorkerLostError
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import CheckpointEntry, StatsAggregation, StatsReporter, TrainingStatus, behavior_dir_name
-from trainers.trajectory import AgentProcessor
+from trainers.threaded import BackgroundUpdater
+from trainers.trajectory import AgentProcessor, Trajectory
 
 CheckpointHook = Callable[[PPOTrainer, str], None]
 
@@ -37,9 +43,14 @@ class Timers:
     total: float = 0.0
     env_steps: int = 0
     update_durations: List[float] = field(default_factory=list)  # seconds of each update
+    # Threaded behaviors: ``update`` is the updates' wall time, which overlaps env stepping
+    # (so the parts add up to more than ``total``); ``swap``: acting-weight swaps.
+    swap: float = 0.0
+    update_wait: float = 0.0  # controller time spent waiting for a running update
 
     def as_dict(self) -> Dict[str, object]:
-        keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations")
+        keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations", "swap",
+                "update_wait")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -52,6 +63,8 @@ class BehaviorState:
     next_summary: int = 0
     next_checkpoint: int = 0
     last_summary: int = -1
+    updater: Optional[BackgroundUpdater] = None  # threaded: true
+    recurrent: bool = False  # the policy keeps per-agent memories
 
 
 _ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
@@ -107,9 +120,12 @@ class TrainerController:
                 AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
                 os.path.join(run_dir, behavior_dir_name(name)),
+                recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
+            if training and getattr(s, "threaded", False):
+                state.updater = BackgroundUpdater(trainer)
             self.behaviors[name] = state
         self._stop_signal: Optional[int] = None
         self._start = time.perf_counter()
@@ -130,6 +146,7 @@ class TrainerController:
             s: signal.signal(s, self._request_stop) for s in (signal.SIGINT, signal.SIGTERM)
         }
         start = time.perf_counter()
+        self._sync_acting_weights()
         try:
             t = time.perf_counter()
             steps = self.env.reset()
@@ -145,6 +162,12 @@ class TrainerController:
                 self._after_step()
         except EnvWorkerError:
             self._finish(start)  # save what was learned, then report the worker's failure
+            raise
+        except WorkerLostError as exc:
+            self._finish(start)  # the weights of the last completed update
+            raise WorkerLostError(f"{exc}; checkpoint saved in {self.run_dir} (continue with --resume)") from None
+        except BaseException:
+            self._wait_for_updates()  # no update thread outlives the run
             raise
         finally:
             for s, handler in previous.items():
@@ -174,10 +197,14 @@ class TrainerController:
             for env_step in steps:
                 decision, terminal = env_step.steps[name]
                 trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                if b.recurrent and len(terminal):
+                    # Memories restart from zeros with the next episode.
+                    b.trainer.policy.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
                 trajectories += b.processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
-                    b.trainer.process_trajectory(traj)
-                b.trainer.record_episodes(episodes)
+                    self._process_trajectory(b, traj)
+                if episodes:
+                    b.trainer.record_episodes(episodes)
                 decisions.append(decision)
             self.timers.trajectories += time.perf_counter() - t
             counts = [len(d) for d in decisions]
@@ -187,18 +214,28 @@ class TrainerController:
             t = time.perf_counter()
             spec = b.trainer.spec
             branches = spec.action_spec.discrete_branches
-            # One copy per step: the env may reuse its observation buffers.
-            obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
+            # One copy per step: the env may reuse its observation buffers. (One worker: a
+            # copy, not a concatenation of one array, which costs several times more.)
             mask_parts = [_masks_to_float(d.action_mask, len(d), branches) for d in decisions]
-            masks = np.concatenate(mask_parts) if branches else None
-            info = b.trainer.policy.act(obs, masks, deterministic=not self.training)
+            if len(decisions) == 1:
+                obs = [o.copy() for o in decisions[0].obs]
+                masks = mask_parts[0]
+            else:
+                obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
+                masks = np.concatenate(mask_parts) if branches else None
+            keys = (
+                [(s.worker_id, a) for s, d in zip(steps, decisions) for a in d.agent_id.tolist()]
+                if b.recurrent
+                else None
+            )
+            info = b.trainer.policy.act(obs, masks, deterministic=not self.training, agent_keys=keys)
             self.timers.inference += time.perf_counter() - t
             t = time.perf_counter()
             offset = 0
             for env_step, decision, n in zip(steps, decisions, counts):
                 rows = slice(offset, offset + n)
                 offset += n
-                actions[env_step.worker_id][name] = ActionTuple(info.env_continuous[rows], info.discrete[rows])
+                actions[env_step.worker_id][name] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
                 if n:
                     b.processor.add_actions(
                         env_step.worker_id,
@@ -208,6 +245,8 @@ class TrainerController:
                         info.discrete[rows],
                         masks[rows] if masks is not None else None,
                         info.log_probs[rows],
+                        info.memory[rows] if info.memory is not None else None,
+                        info.prev_action[rows] if info.prev_action is not None else None,
                     )
             b.trainer.step += total
             self.timers.trajectories += time.perf_counter() - t
@@ -216,17 +255,16 @@ class TrainerController:
     def _after_step(self) -> None:
         for name, b in self.behaviors.items():
             trainer = b.trainer
+            self._collect_update(b)
             if self.training and trainer.ready_to_update and not trainer.is_training_done:
-                t = time.perf_counter()
-                trainer.update()
-                self.timers.update_durations.append(time.perf_counter() - t)
-                self.timers.update += self.timers.update_durations[-1]
+                self._update(b)
             if trainer.step >= b.next_summary:
                 b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
                 b.stats.write_stats(trainer.step)
                 b.last_summary = trainer.step
                 b.next_summary = (trainer.step // trainer.settings.summary_freq + 1) * trainer.settings.summary_freq
             if self.training and trainer.step >= b.next_checkpoint:
+                self._collect_update(b, wait=True)  # never a checkpoint mid-update
                 self.save_checkpoint(name)
                 interval = trainer.settings.checkpoint_interval
                 b.next_checkpoint = (trainer.step // interval + 1) * interval
@@ -268,6 +306,7 @@ class TrainerController:
         self.status.save(self.status_path)
 
     def _finish(self, start: float) -> None:
+        self._wait_for_updates()
         self.timers.total += time.perf_counter() - start
         for name, b in self.behaviors.items():
             if self.training:
@@ -290,3 +329,47 @@ class TrainerController:
         os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)
         with open(os.path.join(self.run_dir, "run_logs", "timers.json"), "w") as f:
             json.dump(self.timers.as_dict(), f, indent=2)
+
+    # ------------------------------------------------- updates (threaded: true hooks)
+    # Everything that differs between threaded and synchronous updates is here.
+
+    def _process_trajectory(self, b: BehaviorState, traj: Trajectory) -> None:
+        if b.updater is not None:
+            b.updater.process(traj)  # queued while an update runs
+        else:
+            b.trainer.process_trajectory(traj)
+
+    def _update(self, b: BehaviorState) -> None:
+        """Synchronous update, or (threaded) start one unless one is running."""
+        if b.updater is None:
+            t = time.perf_counter()
+            b.trainer.update()
+            self.timers.update_durations.append(time.perf_counter() - t)
+            self.timers.update += self.timers.update_durations[-1]
+        elif not b.updater.busy:
+            b.updater.start()
+
+    def _collect_update(self, b: BehaviorState, wait: bool = False) -> None:
+        """Threaded: a finished update swaps the acting weights (``wait``: wait for it)."""
+        if b.updater is None or not b.updater.busy:
+            return
+        t = time.perf_counter()
+        swap_before = b.updater.swap_seconds
+        duration = b.updater.poll(wait)
+        if wait:
+            self.timers.update_wait += time.perf_counter() - t
+        if duration is not None:
+            self.timers.update_durations.append(duration)
+            self.timers.update += duration
+            self.timers.swap += b.updater.swap_seconds - swap_before
+
+    def _wait_for_updates(self) -> None:
+        for b in self.behaviors.values():
+            self._collect_update(b, wait=True)
+
+    def _sync_acting_weights(self) -> None:
+        """Threaded policies act with a copy of the actor: fill it (fresh or restored weights)."""
+        for b in self.behaviors.values():
+            sync = getattr(b.trainer.policy, "sync_acting_weights", None)
+            if sync is not None:
+                sync()

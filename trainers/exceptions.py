@@ -19,3 +19,11 @@ class ConfigError(TrainerError):
 
 class CheckpointError(TrainerError):
     """A checkpoint or the run's training status is missing, corrupt or incompatible."""
+
+
+class ClusterError(TrainerError):
+    """A cluster run cannot go on: a worker did not answer, a device does not exist."""
+
+
+class WorkerLostError(ClusterError):
+    """A cluster worker stopped answering mid-run (the controller saves a checkpoint first)."""

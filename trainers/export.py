@@ -32,9 +32,14 @@ Dtypes (decided from what ML-Agents 2.0's exporter wrote and what Unity's runtim
   as ``torch.multinomial`` / ``torch.argmax`` produced them; Unity reads them as
   ``Tensor<int>`` (a float output would load and then fail at inference).
 
-Sampling ops convert as they are: ``RandomStandardNormal`` with the dynamic batch shape
-becomes ONNX ``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial`` (no seed:
-every session draws fresh noise).
+Sampling ops: ``RandomStandardNormal`` with the dynamic batch shape becomes ONNX
+``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial``; tf2onnx writes
+``seed=0`` on both, which makes every onnxruntime session draw the same numbers, so the
+attribute is removed: onnxruntime then seeds per process and draws fresh noise at every
+call, and no runtime that honours the attribute repeats one fixed noise sequence.
+
+Visual observations: the convolutions run in NCHW in ONNX and the encoders flatten in
+channel-major order (as ML-Agents does), so the exported graph has no Transpose.
 
 TF-era contract (``legacy_names=True``, ``version_number`` 2), for older runtimes: inputs
 ``vector_observation`` ``[batch, sum of vector sizes]`` (every vector observation
@@ -52,8 +57,15 @@ continuous size or the sum of branch sizes. Hybrid actions have no TF-era form.
 Verification (``check=True``): the ONNX model (onnxruntime) and the frozen graph (TF) are
 run on a fixed batch of observations and masks, and their deterministic outputs compared
 with the live training graph's; a max abs difference above 1e-5 raises `ExportError`.
-Sampled outputs are checked for shape, range and masks. Recurrent policies (``memory``,
-``recurrent_in``/``recurrent_out``) are not exported until LSTM exists.
+Sampled outputs are checked for shape, range and masks.
+
+Recurrent policies (``network_settings.memory``): one LSTM step per call. Input
+``recurrent_in`` float32 ``[batch, 1, memory_size]`` after ``action_masks`` (and, with
+discrete actions, ``prev_action`` int32 ``[batch, branches]``, the TF-era input the
+previous action is fed through: 0 at an episode's first step); output ``recurrent_out``
+``[batch, 1, memory_size]`` last; ``memory_size`` > 0. The runtime feeds each agent's
+``recurrent_out`` back as its next ``recurrent_in`` (zeros at an episode start). The check
+runs a 20-step rollout with the memories fed back. No TF-era form.
 """
 from __future__ import annotations
 
@@ -74,11 +86,19 @@ from trainers.tf.distributions import env_continuous
 from trainers.tf.normalizer import CLIP as NORMALIZER_CLIP
 
 FORMATS = ("pb", "onnx")
-DEFAULT_OPSET = 15
-# tf2onnx 1.17 converts opsets up to 18. Below 10 it cannot express this graph: random
-# normal noise of a dynamic shape needs 9, the discrete heads' ``[:, None]`` slices 10.
-MIN_OPSET = 10
+# Opset 9 is what ML-Agents exports (``SerializationSettings.onnx_opset``) and what every
+# Unity runtime imports: Barracuda 1.x-2.x (ML-Agents 1.x-2.x) and Sentis / Inference
+# Engine (ML-Agents 3.x). Up to 12 Unsqueeze keeps its axes as an attribute, which is all
+# Barracuda before 2.3 reads (13 makes them an input); Sentis reads 7 to 15; 16-18 are for
+# onnxruntime. tf2onnx 1.17 converts 9 to 18; below 9 random normal noise of a dynamic
+# shape (ConstantOfShape) has no form.
+DEFAULT_OPSET = 9
+MIN_OPSET = 9
 MAX_OPSET = 18
+BARRACUDA_MAX_OPSET = 12
+SENTIS_MAX_OPSET = 15
+# ONNX ops that draw random numbers; their ``seed`` attribute is removed (see `to_onnx`).
+RANDOM_OPS = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial")
 CHECK_TOLERANCE = 1e-5
 CHECK_BATCH = 16
 
@@ -179,9 +199,11 @@ def _int_const(value: Sequence, name: str) -> tf.Tensor:
 
 
 def _check_exportable(policy: Policy, legacy: bool) -> None:
-    network = policy.settings.network_settings
-    if network.memory is not None:
-        raise ExportError(f"{policy.behavior_name}: recurrent policies (memory) cannot be exported yet")
+    if legacy and policy.use_recurrent:
+        raise ExportError(
+            f"{policy.behavior_name}: recurrent policies (memory) are exported in the ML-Agents 2.0 "
+            "form only; export without legacy names"
+        )
     a = policy.spec.action_spec
     if legacy and a.is_continuous and a.is_discrete:
         raise ExportError(
@@ -236,7 +258,16 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
         if action_spec.is_discrete:
             masks = tf.placeholder(tf.float32, [None, sum(action_spec.discrete_branches)], name=names.ACTION_MASKS)
             inputs.append(names.ACTION_MASKS)
-        actor = build_actor(obs, masks, spec, network, normalizers)
+        memory_in = prev_action = None
+        if policy.use_recurrent:
+            # ML-Agents 2.0: recurrent_in [batch, 1, memory_size] -> recurrent_out, same shape.
+            recurrent_in = tf.placeholder(tf.float32, [None, 1, policy.memory_size], name=names.RECURRENT_IN)
+            inputs.append(names.RECURRENT_IN)
+            memory_in = tf.reshape(recurrent_in, [-1, policy.memory_size])
+            if action_spec.is_discrete:
+                prev_action = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION)
+                inputs.append(names.PREV_ACTION)
+        actor = build_actor(obs, masks, spec, network, normalizers, memory_in=memory_in, prev_action=prev_action)
 
         if legacy_names:
             if action_spec.is_continuous:
@@ -267,7 +298,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
             ]
         else:
             _float_const([names.MODEL_EXPORT_VERSION], names.VERSION_NUMBER)
-            _float_const([0], names.MEMORY_SIZE)
+            _float_const([policy.memory_size], names.MEMORY_SIZE)
             outputs = [names.VERSION_NUMBER, names.MEMORY_SIZE]
             if actor.continuous is not None:
                 tf.identity(env_continuous(actor.continuous.sample), name=names.CONTINUOUS_ACTIONS)
@@ -287,6 +318,9 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                     names.DISCRETE_ACTION_OUTPUT_SHAPE,
                     names.DETERMINISTIC_DISCRETE_ACTIONS,
                 ]
+            if actor.memory_out is not None:
+                tf.reshape(actor.memory_out, [-1, 1, policy.memory_size], name=names.RECURRENT_OUT)
+                outputs.append(names.RECURRENT_OUT)
         export_vars = graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)
 
     live = {v.op.name: v for v in policy.graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)}
@@ -327,7 +361,8 @@ def check_opset(opset: int) -> int:
     if not MIN_OPSET <= value <= MAX_OPSET:
         raise ExportError(
             f"opset {value} is not supported: ONNX export works with opsets {MIN_OPSET} to {MAX_OPSET} "
-            f"(Unity Sentis reads up to 15; default {DEFAULT_OPSET})"
+            f"(Barracuda reads up to {BARRACUDA_MAX_OPSET}, Sentis up to {SENTIS_MAX_OPSET}; "
+            f"default {DEFAULT_OPSET}, as ML-Agents)"
         )
     return value
 
@@ -418,6 +453,11 @@ def to_onnx(frozen: FrozenActor, opset: int = DEFAULT_OPSET, behavior_name: str 
             f"{capture.first or 'unexpected inputs/outputs ' + str([i.name for i in graph.input] + list(by_name))}"
         )
     _constant_outputs_as_nodes(graph, frozen.output_names)
+    for node in graph.node:
+        if node.op_type in RANDOM_OPS:
+            kept_attributes = [a for a in node.attribute if a.name != "seed"]
+            del node.attribute[:]
+            node.attribute.extend(kept_attributes)
     used_domains = {node.domain or "" for node in graph.node}
     kept = [o for o in model.opset_import if (o.domain or "") in used_domains or (o.domain or "") == ""]
     del model.opset_import[:]
@@ -470,9 +510,16 @@ def check_inputs(spec: BehaviorSpec, n: int = CHECK_BATCH, seed: int = 0) -> Tup
 
 
 def model_feeds(
-    frozen_inputs: Sequence[str], spec: BehaviorSpec, obs: Sequence[np.ndarray], masks: Optional[np.ndarray], legacy: bool
+    frozen_inputs: Sequence[str],
+    spec: BehaviorSpec,
+    obs: Sequence[np.ndarray],
+    masks: Optional[np.ndarray],
+    legacy: bool,
+    memory: Optional[np.ndarray] = None,
+    prev_action: Optional[np.ndarray] = None,
 ) -> Dict[str, np.ndarray]:
-    """Input name -> array for an exported model, from env-layout observations."""
+    """Input name -> array for an exported model, from env-layout observations (and, for a
+    recurrent model, ``memory`` ``[N, memory_size]`` and ``prev_action`` ``[N, branches]``)."""
     n = obs[0].shape[0]
     feeds: Dict[str, np.ndarray] = {}
     if legacy:
@@ -491,16 +538,33 @@ def model_feeds(
             )
     if masks is not None:
         feeds[names.ACTION_MASKS] = masks
+    if memory is not None:
+        feeds[names.RECURRENT_IN] = np.asarray(memory, np.float32)[:, None, :]
+    if prev_action is not None:
+        feeds[names.PREV_ACTION] = np.asarray(prev_action, np.int32)
     assert list(feeds) == list(frozen_inputs), (list(feeds), frozen_inputs)
     return feeds
 
 
-def _live_reference(policy: Policy, obs: Sequence[np.ndarray], masks: Optional[np.ndarray], legacy: bool) -> Dict[str, np.ndarray]:
-    """The training graph's deterministic outputs under the exported names."""
+def _live_reference(
+    policy: Policy,
+    obs: Sequence[np.ndarray],
+    masks: Optional[np.ndarray],
+    legacy: bool,
+    memory: Optional[np.ndarray] = None,
+    prev_action: Optional[np.ndarray] = None,
+) -> Dict[str, np.ndarray]:
+    """The training graph's deterministic outputs under the exported names (recurrent:
+    ``recurrent_out`` too, as ``[N, 1, memory_size]``)."""
     feed = {ph: o for ph, o in zip(policy.obs, obs)}
     if policy.action_masks is not None:
         feed[policy.action_masks] = masks
     fetch: Dict[str, tf.Tensor] = {}
+    if memory is not None:
+        feed[policy.memory_in] = memory
+        fetch[names.RECURRENT_OUT] = policy.memory_out
+    if prev_action is not None:
+        feed[policy.prev_action] = prev_action
     if legacy:
         if policy.deterministic_continuous is not None:
             fetch[names.LEGACY_ACTION] = policy.deterministic_continuous
@@ -513,6 +577,8 @@ def _live_reference(policy: Policy, obs: Sequence[np.ndarray], masks: Optional[n
         if policy.deterministic_discrete is not None:
             fetch[names.DETERMINISTIC_DISCRETE_ACTIONS] = policy.deterministic_discrete
     out = policy.session.run(fetch, feed_dict=feed)
+    if names.RECURRENT_OUT in out:
+        out[names.RECURRENT_OUT] = out[names.RECURRENT_OUT][:, None, :]
     if "discrete_probs" in out:
         out["discrete_probs"] = np.exp(np.concatenate(out["discrete_probs"], axis=1))
     return out
@@ -580,7 +646,7 @@ def _check_sampled(
         raise ExportError(f"{behavior}: exported {runtime} model: {problems[0]}")
 
 
-def expected_constants(spec: BehaviorSpec, legacy: bool) -> Dict[str, np.ndarray]:
+def expected_constants(spec: BehaviorSpec, legacy: bool, memory_size: int = 0) -> Dict[str, np.ndarray]:
     """The constant outputs an exported model must have, with dtype and shape."""
     a = spec.action_spec
     if legacy:
@@ -593,7 +659,7 @@ def expected_constants(spec: BehaviorSpec, legacy: bool) -> Dict[str, np.ndarray
         }
     out = {
         names.VERSION_NUMBER: np.array([names.MODEL_EXPORT_VERSION], np.float32),
-        names.MEMORY_SIZE: np.array([0], np.float32),
+        names.MEMORY_SIZE: np.array([memory_size], np.float32),
     }
     if a.is_continuous:
         out[names.CONTINUOUS_ACTION_OUTPUT_SHAPE] = np.array([a.continuous_size], np.float32)
@@ -602,8 +668,10 @@ def expected_constants(spec: BehaviorSpec, legacy: bool) -> Dict[str, np.ndarray
     return out
 
 
-def _check_constants(runtime: str, got: Dict[str, np.ndarray], spec: BehaviorSpec, legacy: bool, behavior: str) -> None:
-    for key, want in expected_constants(spec, legacy).items():
+def _check_constants(
+    runtime: str, got: Dict[str, np.ndarray], spec: BehaviorSpec, legacy: bool, behavior: str, memory_size: int = 0
+) -> None:
+    for key, want in expected_constants(spec, legacy, memory_size).items():
         value = np.asarray(got[key])
         if value.dtype != want.dtype or value.shape != want.shape or not np.array_equal(value, want):
             raise ExportError(
@@ -645,27 +713,62 @@ def run_onnx(model_bytes: bytes, output_names: Sequence[str], feeds: Dict[str, n
     return dict(zip(output_names, values))
 
 
+#: Steps of the recurrent check's rollout (memories fed back at every step).
+RECURRENT_CHECK_STEPS = 20
+
+
 def verify(
     policy: Policy, frozen: FrozenActor, onnx_bytes: Optional[bytes], run_pb: bool = True
 ) -> Dict[str, Dict[str, float]]:
-    """Compares the exported model(s) with the live graph; raises `ExportError` on mismatch."""
+    """Compares the exported model(s) with the live graph; raises `ExportError` on mismatch.
+
+    A recurrent model is checked over a `RECURRENT_CHECK_STEPS`-step rollout: every runtime
+    (live graph, ONNX, frozen graph) is fed back its own ``recurrent_out`` (and its own
+    deterministic discrete actions as ``prev_action``), and the outputs, memories included,
+    are compared at every step (the reported difference is the maximum over the steps).
+    """
     spec = policy.spec
     behavior = policy.behavior_name
     obs, masks = check_inputs(spec)
     n = obs[0].shape[0]
-    ref = _live_reference(policy, obs, masks, frozen.legacy)
-    feeds = model_feeds(frozen.input_names, spec, obs, masks, frozen.legacy)
-    runs = {}
-    if onnx_bytes is not None:
-        runs["onnx"] = run_onnx(onnx_bytes, frozen.output_names, feeds)
-    if run_pb:
-        runs["pb"] = run_frozen(frozen, feeds)
-    diffs: Dict[str, Dict[str, float]] = {}
-    for runtime, got in runs.items():
-        _check_constants(runtime, got, spec, frozen.legacy, behavior)
-        if not frozen.legacy:
-            _check_sampled(runtime, got, spec, masks, n, behavior)
-        diffs[runtime] = _compare(runtime, got, ref, spec, frozen.legacy, behavior)
+    recurrent = policy.use_recurrent and not frozen.legacy
+    steps = RECURRENT_CHECK_STEPS if recurrent else 1
+    runtimes = (["onnx"] if onnx_bytes is not None else []) + (["pb"] if run_pb else [])
+    session = onnx_session(onnx_bytes) if onnx_bytes is not None else None
+    memory = {r: np.zeros((n, policy.memory_size), np.float32) for r in ["live"] + runtimes}
+    with_prev = recurrent and policy.prev_action is not None
+    prev = {r: np.zeros((n, spec.action_spec.discrete_size), np.int32) for r in memory}
+    diffs: Dict[str, Dict[str, float]] = {r: {} for r in runtimes}
+    for t in range(steps):
+        if t:
+            obs, masks = check_inputs(spec, seed=t)
+        ref = _live_reference(
+            policy, obs, masks, frozen.legacy,
+            memory["live"] if recurrent else None, prev["live"] if with_prev else None,
+        )
+        for runtime in runtimes:
+            feeds = model_feeds(
+                frozen.input_names, spec, obs, masks, frozen.legacy,
+                memory[runtime] if recurrent else None, prev[runtime] if with_prev else None,
+            )
+            if runtime == "onnx":
+                got = dict(zip(frozen.output_names, session.run(list(frozen.output_names), feeds)))
+            else:
+                got = run_frozen(frozen, feeds)
+            if t == 0:
+                _check_constants(runtime, got, spec, frozen.legacy, behavior, policy.memory_size if recurrent else 0)
+                if not frozen.legacy:
+                    _check_sampled(runtime, got, spec, masks, n, behavior)
+            for key, diff in _compare(runtime, got, ref, spec, frozen.legacy, behavior).items():
+                diffs[runtime][key] = max(diff, diffs[runtime].get(key, 0.0))
+            if recurrent:
+                memory[runtime] = got[names.RECURRENT_OUT][:, 0, :]
+                if with_prev:
+                    prev[runtime] = got[names.DETERMINISTIC_DISCRETE_ACTIONS].astype(np.int32)
+        if recurrent:
+            memory["live"] = ref[names.RECURRENT_OUT][:, 0, :]
+            if with_prev:
+                prev["live"] = ref[names.DETERMINISTIC_DISCRETE_ACTIONS].astype(np.int32)
     return diffs
 
 

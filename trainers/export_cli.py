@@ -14,7 +14,7 @@ Options:
                        (default: the run directory), or a .onnx/.pb file name when one
                        behavior is exported.
   --format=<format>    onnx, pb or both (default: both; with --out=<file>, its extension).
-  --opset=<n>          ONNX opset, 10 to 18 [default: 15].
+  --opset=<n>          ONNX opset, 9 to 18 [default: 9] (Barracuda: up to 12; Sentis: up to 15).
   --legacy-names       TF-era names (version_number 2: vector_observation, action, ...)
                        for older Unity runtimes.
   --check              Print the comparison of the exported model(s) with the training
@@ -183,11 +183,11 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
 
 
 def run(args: Dict) -> int:
-    from trainers.export import check_opset, export_policy, format_diffs
+    from trainers.export import DEFAULT_OPSET, check_opset, export_policy, format_diffs
     from trainers.settings import load_settings
     from trainers.stats import behavior_dir_name
 
-    opset = check_opset(args.get("--opset") or 15)
+    opset = check_opset(args.get("--opset") or DEFAULT_OPSET)
     run_dir, targets = _locate(args["<run-dir-or-checkpoint>"], args.get("--behavior"))
     formats, out_dir, stem = _formats_and_out(args, run_dir, len(targets))
     options = load_settings(os.path.join(run_dir, "configuration.yaml"))

@@ -1,7 +1,8 @@
 """trainer-learn: train PPO agents from an ML-Agents-style YAML config.
 
 Usage:
-  trainer-learn <config> [options]
+  trainer-learn <config> [--cluster=<file>] [options]
+  trainer-learn --worker --cluster=<file> --task-index=<i> [--debug]
   trainer-learn --help
   trainer-learn --version
 
@@ -32,6 +33,10 @@ Options:
   --num-gpus=<n>              Train on the first n GPUs as towers (0: CPU).
   --devices=<list>            Explicit tower devices, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1.
   --cpu                       Hide GPUs; train on the CPU.
+  --cluster=<file>            Towers on a TensorFlow cluster's workers (a file with chief: and workers:,
+                              or a config with cluster_settings:); this process is the chief.
+  --worker                    Serve as worker <i> of --cluster until the chief ends it (or Ctrl-C).
+  --task-index=<i>            With --worker: this worker's index in the cluster file's workers list.
   --debug                     Print tracebacks for errors.
   -h --help                   Show this help.
   --version                   Show the version.
@@ -203,6 +208,23 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
     trainer.policy = OnnxPolicy(path, spec)
 
 
+def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
+    """``--worker``: serves until the chief ends it or the process is interrupted."""
+    from trainers.settings import load_cluster_file
+
+    try:
+        task = int(task_index) if task_index is not None else None
+    except ValueError:
+        task = None
+    if task is None:
+        raise ConfigError(f"--task-index: expected a worker index (0, 1, ...), got {task_index!r}")
+    settings = load_cluster_file(cluster_file)
+    from trainers.tf.cluster import exit_now, serve_worker
+
+    exit_now(serve_worker(settings, task))  # a live server can hang interpreter shutdown
+    return 0
+
+
 def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
     """Builds envs, trainers and the controller from resolved options; returns exit code."""
     from envs.env_manager import make_env_manager
@@ -234,15 +256,34 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         init_status = TrainingStatus.load(init_path)
 
     seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
-    devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
+    chief = None
+    if options.cluster_settings.enabled and not ckpt.inference:
+        if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
+            raise ConfigError(
+                "device_settings (--num-gpus/--devices): cannot be combined with a cluster; "
+                "choose each worker's devices with worker_devices in the cluster file"
+            )
+        # Before any env starts: every worker must answer (one error naming the others).
+        from trainers.tf.cluster import Chief
+
+        chief = Chief(options.cluster_settings)
+        devices = chief.tower_devices
+        print(f"[INFO] cluster: {len(devices)} towers on {len(options.cluster_settings.workers)} workers: {', '.join(devices)}", flush=True)
+    else:
+        devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
     status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
     from envs.registry import parse_env_id
 
     is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
-    env = make_env_manager(
-        env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
-        unity=unity_options(options) if is_unity else None,
-    )
+    try:
+        env = make_env_manager(
+            env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
+            unity=unity_options(options) if is_unity else None,
+        )
+    except BaseException:
+        if chief is not None:
+            chief.end_workers()
+        raise
     trainers: Dict[str, PPOTrainer] = {}
     reporters: Dict[str, StatsReporter] = {}
     restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
@@ -269,7 +310,10 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                     f"behaviors.{name}.trainer_type: {settings.trainer_type!r} is not available yet (use ppo)"
                 )
             reporters[name] = StatsReporter(name, writers)
-            trainer = PPOTrainer(name, spec, settings, reporters[name], seed, devices, cpu)
+            # A chief's local session only acts: on its CPU, beside the variables.
+            trainer = PPOTrainer(
+                name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, cluster=chief
+            )
             trainers[name] = trainer
             if model is not None:
                 _load_onnx_policy(trainer, model, name, spec, len(specs))
@@ -320,6 +364,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
             trainer.close()
         for reporter in reporters.values():
             reporter.close()
+        if chief is not None:
+            chief.end_workers()  # the run is over: the workers stop serving
     return 0
 
 
@@ -333,6 +379,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     debug = bool(args.get("--debug"))
     try:
+        if args.get("--worker"):
+            return run_worker(args["--cluster"], args.get("--task-index"))
+        if args.get("--task-index") is not None:
+            raise ConfigError("--task-index: only with --worker")
         from trainers.settings import load_settings
 
         overrides = parse_overrides(args)
@@ -345,6 +395,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             import dataclasses
 
             options = dataclasses.replace(options, engine_settings={**options.engine_settings, **engine})
+        if args.get("--cluster"):
+            # The command line's cluster replaces the config's (and is what configuration.yaml records).
+            from dataclasses import replace
+
+            from trainers.settings import load_cluster_file
+
+            options = replace(options, cluster_settings=load_cluster_file(args["--cluster"]))
         return run_training(options, cpu=bool(args.get("--cpu")), model=model)
     except (TrainerError, EnvError) as exc:
         if debug:

@@ -8,7 +8,7 @@ loaded; a mismatch is one `ModelError` line naming the file and what differs.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 
@@ -84,6 +84,9 @@ class OnnxPolicy:
         constants = self._read_constants()
         self.version = int(constants[names.VERSION_NUMBER].reshape(-1)[0])
         self._validate_outputs(constants)
+        # Per agent key: the memory after its last action and that action (discrete part).
+        self._memories: Dict[Hashable, np.ndarray] = {}
+        self._prev_actions: Dict[Hashable, np.ndarray] = {}
         self._det = (names.DETERMINISTIC_CONTINUOUS_ACTIONS, names.DETERMINISTIC_DISCRETE_ACTIONS)
         self._sampled = (names.CONTINUOUS_ACTIONS, names.DISCRETE_ACTIONS)
 
@@ -106,7 +109,11 @@ class OnnxPolicy:
                 "export it without --legacy-names to run it here"
             )
         if names.RECURRENT_IN in self._inputs:
-            raise self._fail("recurrent models (recurrent_in) are not supported yet")
+            # ML-Agents 2.0 recurrent models: recurrent_in [batch, 1, memory_size] (and the
+            # previous action for discrete actions, when the model takes it).
+            expected.append(names.RECURRENT_IN)
+            if names.PREV_ACTION in self._inputs:
+                expected.append(names.PREV_ACTION)
         if self.input_names != expected:
             raise self._fail(f"model inputs {self.input_names} do not match the behavior's {expected}")
         for i, o in enumerate(specs):
@@ -138,7 +145,13 @@ class OnnxPolicy:
         for n in (names.VERSION_NUMBER, names.MEMORY_SIZE):
             if n not in self.output_names:
                 raise self._fail(f"output {n} is missing; not an ML-Agents model")
-        values = self.session.run(wanted, self._feeds(self._zeros(1), None))
+        feeds = self._feeds(self._zeros(1), None)
+        if names.RECURRENT_IN in self._inputs:
+            size = _dims(self._inputs[names.RECURRENT_IN])[-1]
+            feeds[names.RECURRENT_IN] = np.zeros((1, 1, size if isinstance(size, int) else 0), np.float32)
+            if names.PREV_ACTION in self._inputs:
+                feeds[names.PREV_ACTION] = np.zeros((1, self.spec.action_spec.discrete_size), np.int32)
+        values = self.session.run(wanted, feeds)
         return dict(zip(wanted, (np.asarray(v) for v in values)))
 
     def _validate_outputs(self, constants: Dict[str, np.ndarray]) -> None:
@@ -146,8 +159,13 @@ class OnnxPolicy:
         if self.version != names.MODEL_EXPORT_VERSION:
             raise self._fail(f"model version {self.version}; only version {names.MODEL_EXPORT_VERSION} (ML-Agents 2.0) is supported")
         memory = int(constants[names.MEMORY_SIZE].reshape(-1)[0])
-        if memory:
-            raise self._fail(f"memory_size {memory}: recurrent models are not supported yet")
+        has_input = names.RECURRENT_IN in self._inputs
+        if bool(memory) != has_input or (memory and names.RECURRENT_OUT not in self.output_names):
+            raise self._fail(
+                f"memory_size {memory} but the model {'has' if has_input else 'has no'} input {names.RECURRENT_IN}"
+                f" and {'has' if names.RECURRENT_OUT in self.output_names else 'has no'} output {names.RECURRENT_OUT}"
+            )
+        self.memory_size = memory
         has_c = names.CONTINUOUS_ACTION_OUTPUT_SHAPE in constants
         size_c = int(constants[names.CONTINUOUS_ACTION_OUTPUT_SHAPE].reshape(-1)[0]) if has_c else 0
         if size_c != action.continuous_size:
@@ -190,8 +208,22 @@ class OnnxPolicy:
             feeds[names.ACTION_MASKS] = np.asarray(action_masks, np.float32)
         return feeds
 
+    @property
+    def use_recurrent(self) -> bool:
+        return self.memory_size > 0
+
+    def forget_agents(self, keys: Sequence[Hashable]) -> None:
+        """Drops the memories of agents whose episode ended (zeros at the next start)."""
+        for k in keys:
+            self._memories.pop(k, None)
+            self._prev_actions.pop(k, None)
+
     def act(
-        self, obs: Sequence[np.ndarray], action_masks: Optional[np.ndarray] = None, deterministic: bool = True
+        self,
+        obs: Sequence[np.ndarray],
+        action_masks: Optional[np.ndarray] = None,
+        deterministic: bool = True,
+        agent_keys: Optional[Sequence[Hashable]] = None,
     ) -> ActionInfo:
         """One onnxruntime call for all agents: ``obs[i]`` ``[N, *shape_i]`` (visual NHWC, as
         envs give them) -> actions.
@@ -201,6 +233,8 @@ class OnnxPolicy:
             action_masks: ``[N, sum(branches)]`` float32, 1 = allowed (all ones if None).
             deterministic: the model's deterministic outputs (distribution modes) instead of
                 its sampled ones.
+            agent_keys: recurrent models: one key per row; each agent's ``recurrent_out``
+                is fed back as its next ``recurrent_in``.
 
         Returns:
             `ActionInfo`; the model outputs clipped continuous actions only, so
@@ -214,9 +248,24 @@ class OnnxPolicy:
             fetch.append(cont_name)
         if action.is_discrete:
             fetch.append(disc_name)
-        values = iter(self.session.run(fetch, self._feeds(obs, action_masks)))
+        feeds = self._feeds(obs, action_masks)
+        if self.use_recurrent:
+            if agent_keys is None or len(agent_keys) != n:
+                raise ValueError("a recurrent model needs one agent key per row")
+            zeros = np.zeros(self.memory_size, np.float32)
+            feeds[names.RECURRENT_IN] = np.stack([self._memories.get(k, zeros) for k in agent_keys])[:, None, :]
+            if names.PREV_ACTION in self._inputs:
+                none = np.zeros(action.discrete_size, np.int32)
+                feeds[names.PREV_ACTION] = np.stack([self._prev_actions.get(k, none) for k in agent_keys])
+            fetch.append(names.RECURRENT_OUT)
+        values = iter(self.session.run(fetch, feeds))
         cont = next(values).astype(np.float32) if action.is_continuous else np.zeros((n, 0), np.float32)
         disc = next(values).astype(np.int32) if action.is_discrete else np.zeros((n, 0), np.int32)
+        if self.use_recurrent:
+            memory_out = next(values)[:, 0, :]
+            for j, key in enumerate(agent_keys):
+                self._memories[key] = memory_out[j]
+                self._prev_actions[key] = disc[j]
         return ActionInfo(cont, cont, disc, np.zeros(n, np.float32))
 
     # Interface parity with `Policy` for the controller in inference mode.

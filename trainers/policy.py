@@ -4,16 +4,21 @@ through the same builder), and batched inference.
 The policy owns the behavior's ``tf.Graph`` and ``Session``, the observation normalizers
 and the named inference outputs of ``tf/names.py``. It has no value head: the critic
 belongs to the optimizer.
+
+Recurrent policies (``network_settings.memory``): the policy also keeps, per agent key, the
+memory after the agent's last action and that action's discrete part (its next previous
+action); ``act(..., agent_keys=...)`` feeds and updates them and returns the memories each
+agent acted from (stored in its trajectory); ``forget_agents`` drops them when an episode
+ends, so the next one starts from zeros. Trainer-agnostic: any optimizer can reuse it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind
-from trainers.exceptions import ConfigError
 from trainers.settings import NetworkSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.distributions import (
@@ -24,10 +29,12 @@ from trainers.tf.distributions import (
     env_continuous,
 )
 from trainers.tf.encoders import build_body, check_visual_sizes
+from trainers.tf.lstm import lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer, build_normalizer
 from trainers.tf.session import FastCallable, make_session
 
 POLICY_SCOPE = "policy"
+ACTING_SCOPE = "acting"  # threaded trainers: the copy of the actor that acts during updates
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,17 @@ class ActorTensors:
     """One copy of the actor.
 
     Attributes:
-        encoding: ``[B, hidden]`` body output.
+        encoding: ``[B, hidden]`` body output (``[B, memory_size // 2]``, the LSTM's
+            output, with memory).
         continuous: Gaussian head or None.
         discrete: categorical heads or None.
+        memory_out: ``[S, memory_size]`` the memory after each sequence (None without memory).
     """
 
     encoding: tf.Tensor
     continuous: Optional[Gaussian]
     discrete: Optional[MultiCategorical]
+    memory_out: Optional[tf.Tensor] = None
 
     def log_prob(self, continuous_actions: Optional[tf.Tensor], discrete_actions: Optional[tf.Tensor]) -> tf.Tensor:
         """``[B]`` joint log-probability of raw continuous ``[B, c]`` and discrete ``[B, b]`` actions."""
@@ -69,21 +79,64 @@ def build_actor(
     spec: BehaviorSpec,
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
+    memory_in: Optional[tf.Tensor] = None,
+    sequence_length: int = 1,
+    step_mask: Optional[tf.Tensor] = None,
+    prev_action: Optional[tf.Tensor] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
     Used for the inference copy and for every training tower, so their weights are one.
+    With ``network.memory`` the body's output goes through the LSTM (`trainers.tf.lstm`):
+    ``B = S * sequence_length`` rows of ``S`` whole sequences, ``memory_in`` ``[S,
+    memory_size]`` their initial memories, ``step_mask`` ``[B]`` (0 = padding) and, with
+    discrete actions, ``prev_action`` ``[B, branches]`` int32 (the action taken at the
+    previous step, 0 at an episode's first step) fed one-hot per branch into the LSTM.
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
         action_spec = spec.action_spec
+        memory_out = None
+        if network.memory is not None:
+            encoding, memory_out = recurrent_encoding(
+                encoding, network, memory_in, sequence_length, step_mask,
+                prev_action if action_spec.is_discrete else None, action_spec.discrete_branches,
+            )
         cont = build_gaussian(encoding, action_spec.continuous_size) if action_spec.is_continuous else None
         disc = (
             build_multi_categorical(encoding, action_spec.discrete_branches, action_masks)
             if action_spec.is_discrete
             else None
         )
-    return ActorTensors(encoding, cont, disc)
+    return ActorTensors(encoding, cont, disc, memory_out)
+
+
+def recurrent_encoding(
+    encoding: tf.Tensor,
+    network: NetworkSettings,
+    memory_in: Optional[tf.Tensor],
+    sequence_length: int,
+    step_mask: Optional[tf.Tensor] = None,
+    prev_action: Optional[tf.Tensor] = None,
+    branches: Sequence[int] = (),
+    whole_trajectory: bool = False,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The body's ``[S * L, hidden]`` encoding (+ one-hot previous actions) through the LSTM
+    named ``lstm`` in the current scope: -> (``[S * L, memory_size // 2]``, ``[S, memory_size]``).
+
+    ``whole_trajectory``: ``[T, hidden]`` rows of one trajectory from ``memory_in`` ``[1,
+    memory_size]`` -> (``[T, memory_size // 2]``, ``[T, memory_size]`` memory after each step).
+    """
+    if memory_in is None:
+        raise ValueError("a recurrent network needs memory_in")
+    if prev_action is not None:
+        onehots = [tf.one_hot(prev_action[:, i], size, dtype=tf.float32) for i, size in enumerate(branches)]
+        encoding = tf.concat([encoding] + onehots, axis=1)
+    if whole_trajectory:
+        return lstm_trajectory(encoding, memory_in, network.memory.memory_size, "lstm")
+    return lstm_sequences(
+        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask
+    )
 
 
 @dataclass
@@ -95,12 +148,16 @@ class ActionInfo:
         raw_continuous: ``[N, c]`` float32 unclipped sample (what PPO's ratio uses).
         discrete: ``[N, b]`` int32.
         log_probs: ``[N]`` float32 joint log-probability of the sampled action.
+        memory: ``[N, memory_size]`` the memory each agent acted *from* (recurrent only).
+        prev_action: ``[N, branches]`` the previous actions fed (recurrent + discrete only).
     """
 
     env_continuous: np.ndarray
     raw_continuous: np.ndarray
     discrete: np.ndarray
     log_probs: np.ndarray
+    memory: Optional[np.ndarray] = None
+    prev_action: Optional[np.ndarray] = None
 
 
 def _int_const(value: Sequence[int] | int, name: str) -> tf.Tensor:
@@ -120,11 +177,6 @@ class Policy:
         cpu_only: bool = False,
     ) -> None:
         network = settings.network_settings
-        if network.memory is not None:
-            raise ConfigError(
-                f"behaviors.{behavior_name}.network_settings.memory: recurrent policies (LSTM) "
-                "are not supported yet; remove the memory section"
-            )
         check_visual_sizes(spec.observation_specs, network.vis_encode_type)
         self.behavior_name = behavior_name
         self.spec = spec
@@ -153,18 +205,85 @@ class Policy:
             )
             self._step_ph = tf.placeholder(tf.int64, [], name="set_step")
             self._step_assign = tf.assign(self.global_step, self._step_ph)
-            self.actor = build_actor(self.obs, self.action_masks, spec, network, self.normalizers)
+            # Recurrent inference: one step per agent from its memory (and previous action).
+            self.memory_in: Optional[tf.Tensor] = None
+            self.prev_action: Optional[tf.Tensor] = None
+            if self.use_recurrent:
+                self.memory_in = tf.placeholder(tf.float32, [None, self.memory_size], name=names.RECURRENT_IN)
+                if action_spec.is_discrete:
+                    self.prev_action = tf.placeholder(
+                        tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION
+                    )
+            self.actor = build_actor(
+                self.obs, self.action_masks, spec, network, self.normalizers,
+                memory_in=self.memory_in, prev_action=self.prev_action,
+            )
             self._build_outputs(action_spec)
+            self._acting: Optional[_ActingCopy] = (
+                _ActingCopy(
+                    lambda: build_actor(
+                        self.obs, self.action_masks, spec, network, self.normalizers,
+                        memory_in=self.memory_in, prev_action=self.prev_action,
+                    )
+                )
+                if settings.threaded
+                else None
+            )
         self.session = make_session(self.graph, devices, cpu_only)
+        # Where update runs go: this session, or on a cluster chief the session on its
+        # server (link_cluster); everything else runs here.
+        self.update_session = self.session
+        self.cluster: Optional[Any] = None
         self._act: Optional[Callable[..., list]] = None
         self._act_deterministic: Optional[Callable[..., list]] = None
         self._empty: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+        # Per agent (any hashable key, e.g. (worker, agent id)): the memory after its last
+        # action and that action's discrete part; absent = episode start (zeros).
+        self._memories: Dict[Hashable, np.ndarray] = {}
+        self._prev_actions: Dict[Hashable, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ memory
+
+    @property
+    def use_recurrent(self) -> bool:
+        return self.settings.network_settings.memory is not None
+
+    @property
+    def memory_size(self) -> int:
+        """``memory_size`` of the LSTM (0 without memory)."""
+        memory = self.settings.network_settings.memory
+        return memory.memory_size if memory is not None else 0
+
+    @property
+    def sequence_length(self) -> int:
+        """Rows per training sequence (1 without memory)."""
+        memory = self.settings.network_settings.memory
+        return memory.sequence_length if memory is not None else 1
+
+    def retrieve_memories(self, keys: Sequence[Hashable]) -> np.ndarray:
+        """``[N, memory_size]``: each agent's current memory (zeros at episode start)."""
+        zeros = np.zeros(self.memory_size, np.float32)
+        return np.stack([self._memories.get(k, zeros) for k in keys]) if keys else np.zeros((0, self.memory_size), np.float32)
+
+    def retrieve_previous_actions(self, keys: Sequence[Hashable]) -> np.ndarray:
+        """``[N, branches]`` int32: each agent's previous discrete action (zeros at episode start)."""
+        zeros = np.zeros(self.spec.action_spec.discrete_size, np.int32)
+        return np.stack([self._prev_actions.get(k, zeros) for k in keys]) if keys else np.zeros((0, zeros.size), np.int32)
+
+    def forget_agents(self, keys: Sequence[Hashable]) -> None:
+        """Drops the memories and previous actions of agents whose episode ended."""
+        for k in keys:
+            self._memories.pop(k, None)
+            self._prev_actions.pop(k, None)
 
     def _build_outputs(self, action_spec: ActionSpec) -> None:
         """Named inference outputs (ML-Agents 2.0 names) and trainer-internal fetches."""
         actor = self.actor
         _int_const(names.MODEL_EXPORT_VERSION, names.VERSION_NUMBER)
-        _int_const(0, names.MEMORY_SIZE)
+        _int_const(self.memory_size, names.MEMORY_SIZE)
+        self.memory_out = (
+            tf.identity(actor.memory_out, name=names.RECURRENT_OUT) if actor.memory_out is not None else None
+        )
         self.raw_continuous = self.env_continuous = self.deterministic_continuous = None
         self.discrete = self.deterministic_discrete = None
         if actor.continuous is not None:
@@ -185,16 +304,51 @@ class Policy:
         )
         self.entropy = tf.identity(actor.entropy(), name=names.ENTROPY)
 
+    # ----------------------------------------------------------------- cluster
+
+    def link_cluster(self, target: str, workers: Sequence[str]) -> None:
+        """Updates run on the cluster chief's server ``target`` (trainers/tf/cluster.py).
+
+        Call after every variable of the graph exists and before ``graph.finalize()``.
+        """
+        from trainers.tf.cluster import ClusterLink
+
+        self.cluster = ClusterLink(self.graph, self.session, target, workers)
+        self.update_session = self.cluster.session
+
+    def begin_update(self) -> None:
+        """Before an update's runs: on a cluster, the local weights go to the update session."""
+        if self.cluster is not None:
+            self.cluster.push()
+
+    def end_update(self) -> None:
+        """After an update's runs: on a cluster, the updated weights come back (a failed
+        update raises before this, and the local weights stay those of the last one)."""
+        if self.cluster is not None:
+            self.cluster.pull()
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+        self.session.close()
+
     # ----------------------------------------------------------------- inference
 
     def _feed_list(self) -> List[tf.Tensor]:
-        return self.obs + ([self.action_masks] if self.action_masks is not None else [])
+        feeds = self.obs + ([self.action_masks] if self.action_masks is not None else [])
+        if self.memory_in is not None:
+            feeds.append(self.memory_in)
+        if self.prev_action is not None:
+            feeds.append(self.prev_action)
+        return feeds
 
     def _make_act(self, deterministic: bool) -> Callable[..., list]:
+        source: "Policy | _ActingCopy" = self._acting if self._acting is not None else self
         if deterministic:
-            fetches = [self.deterministic_continuous, self.deterministic_discrete]
+            fetches = [source.deterministic_continuous, source.deterministic_discrete]
         else:
-            fetches = [self.raw_continuous, self.env_continuous, self.discrete, self.log_probs]
+            fetches = [source.raw_continuous, source.env_continuous, source.discrete, source.log_probs]
+        fetches.append(source.memory_out)
         present = [f for f in fetches if f is not None]
         run = FastCallable(self.session, present, self._feed_list())
 
@@ -205,7 +359,11 @@ class Policy:
         return call
 
     def act(
-        self, obs: Sequence[np.ndarray], action_masks: Optional[np.ndarray] = None, deterministic: bool = False
+        self,
+        obs: Sequence[np.ndarray],
+        action_masks: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+        agent_keys: Optional[Sequence[Hashable]] = None,
     ) -> ActionInfo:
         """One ``sess.run`` for all agents: ``obs[i]`` ``[N, *shape_i]`` -> actions for N agents.
 
@@ -213,6 +371,8 @@ class Policy:
             obs: one float32 array per observation spec.
             action_masks: ``[N, sum(branches)]`` float32, 1 = allowed (all ones if None).
             deterministic: distribution modes instead of samples (for --inference).
+            agent_keys: N agent keys (recurrent policies: whose memories to feed and keep;
+                ignored without memory).
         """
         n = obs[0].shape[0]
         feeds = list(obs)
@@ -221,22 +381,39 @@ class Policy:
                 action_masks if action_masks is not None
                 else np.ones((n, int(self.action_masks.shape[1])), np.float32)
             )
+        memory = prev = None
+        if self.use_recurrent:
+            if agent_keys is None or len(agent_keys) != n:
+                raise ValueError("a recurrent policy needs one agent key per row")
+            memory = self.retrieve_memories(agent_keys)
+            feeds.append(memory)
+            if self.prev_action is not None:
+                prev = self.retrieve_previous_actions(agent_keys)
+                feeds.append(prev)
         empty_c, empty_d = self._empty_actions(n)
         if deterministic:
             if self._act_deterministic is None:
                 self._act_deterministic = self._make_act(True)
-            cont, disc = self._act_deterministic(*feeds)
+            cont, disc, memory_out = self._act_deterministic(*feeds)
             cont = empty_c if cont is None else cont
-            return ActionInfo(cont, cont, empty_d if disc is None else disc, np.zeros(n, np.float32))
-        if self._act is None:
-            self._act = self._make_act(False)
-        raw, env, disc, logp = self._act(*feeds)
-        return ActionInfo(
-            empty_c if env is None else env,
-            empty_c if raw is None else raw,
-            empty_d if disc is None else disc,
-            logp,
-        )
+            info = ActionInfo(cont, cont, empty_d if disc is None else disc, np.zeros(n, np.float32))
+        else:
+            if self._act is None:
+                self._act = self._make_act(False)
+            raw, env, disc, logp, memory_out = self._act(*feeds)
+            info = ActionInfo(
+                empty_c if env is None else env,
+                empty_c if raw is None else raw,
+                empty_d if disc is None else disc,
+                logp,
+            )
+        if memory is not None:
+            info.memory, info.prev_action = memory, prev
+            for j, key in enumerate(agent_keys):
+                self._memories[key] = memory_out[j]
+                if prev is not None:
+                    self._prev_actions[key] = info.discrete[j]
+        return info
 
     def _empty_actions(self, n: int) -> Tuple[np.ndarray, np.ndarray]:
         """Zero-width continuous/discrete arrays for ``n`` agents, cached (hot path)."""
@@ -248,6 +425,16 @@ class Policy:
                 np.zeros((n, spec.discrete_size), np.int32),
             )
         return cached
+
+    def sync_acting_weights(self) -> None:
+        """Threaded trainers: copies the trained actor into the acting copy, in one run.
+
+        `act` reads only the acting copy, so an update running in another thread never
+        changes the weights an inference call sees; this swap is the only moment they change.
+        No-op without ``threaded``.
+        """
+        if self._acting is not None:
+            self.session.run(self._acting.sync_op)
 
     def update_normalization(self, obs: Sequence[np.ndarray]) -> None:
         """Merges a trajectory's vector observations into the running statistics (one run)."""
@@ -266,3 +453,40 @@ class Policy:
 
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))
+
+
+class _ActingCopy:
+    """A second actor (``acting/policy/...``) with its own weights, for threaded trainers.
+
+    It reads the same observation placeholders and normalizers as the policy (normalizer
+    statistics only change between updates; see `trainers.threaded`). Its variables are
+    local (not saved in checkpoints, not trainable, not exported: export freezes the named
+    outputs of the policy itself); ``sync_op`` assigns every one from its ``policy/...``
+    twin in one group, which also initialises them.
+    """
+
+    def __init__(self, build: Callable[[], ActorTensors]) -> None:
+        """``build``: builds the actor (`build_actor` on the policy's inputs) in the current scope."""
+
+        def local_getter(getter: Callable[..., tf.Variable], name: str, *args: object, **kwargs: object) -> tf.Variable:
+            kwargs["trainable"] = False
+            kwargs["collections"] = [tf.GraphKeys.LOCAL_VARIABLES]
+            return getter(name, *args, **kwargs)
+
+        with tf.variable_scope(ACTING_SCOPE, custom_getter=local_getter):
+            actor = build()
+        prefix = ACTING_SCOPE + "/"
+        copies = [v for v in tf.local_variables() if v.op.name.startswith(prefix)]
+        sources = {v.op.name: v for v in tf.global_variables()}
+        self.sync_op = tf.group(*[c.assign(sources[c.op.name[len(prefix):]]) for c in copies], name="sync_acting")
+        self.raw_continuous = self.env_continuous = self.deterministic_continuous = None
+        self.discrete = self.deterministic_discrete = None
+        if actor.continuous is not None:
+            self.raw_continuous = actor.continuous.sample
+            self.env_continuous = env_continuous(self.raw_continuous)
+            self.deterministic_continuous = env_continuous(actor.continuous.mean)
+        if actor.discrete is not None:
+            self.discrete = actor.discrete.sample
+            self.deterministic_discrete = actor.discrete.deterministic
+        self.log_probs = actor.log_prob(self.raw_continuous, self.discrete)
+        self.memory_out = actor.memory_out  # None without memory

@@ -4,7 +4,7 @@
 
 - the nested format (ML-Agents release 3 and later): ``behaviors:``, ``default_settings:``,
   ``env_settings:``, ``engine_settings:``, ``checkpoint_settings:``, ``device_settings:``,
-  ``debug:``;
+  ``cluster_settings:``, ``debug:``;
 - the flat TensorFlow-era format (0.9 to 0.16): a ``default:`` section, then one section
   per behavior whose keys override those of ``default`` (a shallow override, as ML-Agents
   did: a behavior's ``reward_signals:`` replaces the default's as a whole).
@@ -27,7 +27,23 @@ Values given on the command line beat the file and are reported as
 
 YAML details handled here: ``5.0e4`` and ``3e-4`` are numbers (PyYAML reads them as strings
 by default), a float that is a whole number is accepted where an integer is meant, booleans
-are strictly ``true``/``false``, and a key given twice in one mapping is an error.
+are strictly ``true``/``false``, and a key given twice in one mapping keeps its last value
+with one warning line naming the file, line and key.
+
+Defaults follow the TensorFlow era of the nested format (ML-Agents release 3 to release 10,
+our lineage): its settings.py had no ``beta_schedule``/``epsilon_schedule``, and its PPO
+decayed beta and epsilon on ``learning_rate_schedule`` (``ppo/optimizer_tf.py``), so an
+absent ``beta_schedule``/``epsilon_schedule`` follows ``learning_rate_schedule``. Given,
+they are honoured (ML-Agents 2.x, where they default to ``linear`` on their own; the two
+eras differ only for ``learning_rate_schedule: constant`` without them).
+
+Keys of other ML-Agents releases (``framework``, ``even_checkpoints``,
+``network_settings.deterministic``/``goal_conditioning_type``, a reward signal's
+``network_settings``, ``env_settings.num_areas`` and the Unity process keys,
+``checkpoint_settings.load_model``/``train_model``, ``torch_settings``,
+``environment_parameters: null``, ``self_play: null``) are translated when we can honour
+them, else reported by one warning line each (see "Keys of other ML-Agents releases"
+below); warnings go to ``on_warning`` of `load_settings`, by default stderr.
 
 Relative ``demo_path`` values (GAIL, behavioral cloning) are resolved against the config
 file's directory when the file exists there, else against the current working directory
@@ -47,6 +63,7 @@ import difflib
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import (
     Any,
@@ -435,14 +452,19 @@ class CuriositySettings(RewardSignalSettings):
     """Intrinsic curiosity module (``reward_signals.curiosity``)."""
 
     encoding_size: int = 64
-    """Size of the learned observation encoding (> 0)."""
+    """Size of the learned observation encoding (> 0); unused with network_settings."""
     learning_rate: float = 3e-4
     """Learning rate of the forward and inverse models (> 0)."""
+    network_settings: Optional[NetworkSettings] = None
+    """ML-Agents 2.0: the encoder's own network (hidden_units = encoding size, num_layers,
+    normalize, vis_encode_type); None: encoding_size units, 2 layers, the policy's
+    normalisation (the TF era)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_int(self, "encoding_size", 1)
         _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_signal_network(self)
 
 
 @dataclass(frozen=True)
@@ -459,6 +481,10 @@ class GAILSettings(RewardSignalSettings):
     """Discriminate on observations and actions (True) or observations only (False)."""
     use_vail: bool = False
     """Variational bottleneck in the discriminator (VAIL)."""
+    network_settings: Optional[NetworkSettings] = None
+    """ML-Agents 2.0: the discriminator's own network (hidden_units, num_layers, normalize,
+    vis_encode_type); None: encoding_size units, 2 layers, the policy's normalisation
+    (the TF era)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -467,6 +493,15 @@ class GAILSettings(RewardSignalSettings):
         _check_number(self, "learning_rate", 0.0, low_open=True)
         _check_bool(self, "use_actions")
         _check_bool(self, "use_vail")
+        _check_signal_network(self)
+
+
+def _check_signal_network(signal: Any) -> None:
+    _check_instance(signal, "network_settings", NetworkSettings, optional=True)
+    if signal.network_settings is not None and signal.network_settings.memory is not None:
+        raise _InvalidField(
+            "network_settings.memory", "not supported in a reward signal's network (no LSTM there)"
+        )
 
 
 REWARD_SIGNAL_TYPES: Dict[str, Type[RewardSignalSettings]] = {
@@ -536,7 +571,8 @@ class TrainerSettings:
     init_path: Optional[str] = None
     """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
     threaded: bool = False
-    """Accepted for ML-Agents compatibility and ignored."""
+    """Update in a thread while the envs keep stepping with the previous weights (PPO;
+    trainers/threaded.py). False (default): updates stop the envs, runs are reproducible."""
 
     def __post_init__(self) -> None:
         _check_choice(self, "trainer_type", TRAINER_TYPES)
@@ -674,6 +710,79 @@ class DeviceSettings:
             raise _InvalidField("devices", "cannot be combined with num_gpus; give one of them")
 
 
+def _check_address(key: str, value: Any) -> str:
+    """``host:port`` with a port in 1..65535 (YAML may read an unquoted ``a:b`` as a number)."""
+    if not isinstance(value, str):
+        raise _InvalidField(key, f"expected host:port (quote it), got {_describe(value)}")
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _InvalidField(key, f"expected host:port with a port in 1..65535, got {value!r}")
+    return value
+
+
+def _normalize_device(value: Any) -> Optional[str]:
+    """'/gpu:1', 'GPU:1', '/device:GPU:1' -> 'GPU:1'; None when not a device name."""
+    if not isinstance(value, str):
+        return None
+    kind, _, index = value.strip().lstrip("/").rpartition("device:")[2].partition(":")
+    if kind.upper() not in ("GPU", "CPU") or not index.isdigit():
+        return None
+    return f"{kind.upper()}:{int(index)}"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """A TensorFlow cluster for the towers (``cluster_settings:``, or ``--cluster=<file>``
+    whose top level has the same keys). No chief: towers on local devices."""
+
+    chief: Optional[str] = None
+    """host:port of the chief's server (the process that steps the envs and holds the variables)."""
+    workers: Tuple[str, ...] = ()
+    """host:port of each worker's server (``trainer-learn --worker --task-index=<i>``)."""
+    worker_devices: Optional[Tuple[Any, ...]] = None
+    """Per worker, its tower devices (e.g. [GPU:0, GPU:1]); None: all its GPUs, else its CPU."""
+    startup_timeout: float = 60.0
+    """Seconds the chief waits for every worker to answer at start-up."""
+
+    def __post_init__(self) -> None:
+        if self.chief is not None:
+            _check_address("chief", self.chief)
+        if isinstance(self.workers, str) or not isinstance(self.workers, (list, tuple)):
+            raise _InvalidField("workers", f"expected a list of host:port, got {_describe(self.workers)}")
+        object.__setattr__(self, "workers", tuple(self.workers))
+        for address in self.workers:
+            _check_address("workers", address)
+        if len(set(self.workers) | {self.chief}) != len(self.workers) + 1 and self.chief is not None:
+            raise _InvalidField("workers", "every server needs its own host:port (a duplicate was given)")
+        if self.chief is None and self.workers:
+            raise _InvalidField("chief", "workers are given but no chief host:port")
+        if self.chief is not None and not self.workers:
+            raise _InvalidField("workers", "expected at least one worker host:port")
+        _check_number(self, "startup_timeout", 0.0, low_open=True)
+        if self.worker_devices is not None:
+            lists = self.worker_devices
+            if isinstance(lists, str) or not isinstance(lists, (list, tuple)) or len(lists) != len(self.workers):
+                raise _InvalidField(
+                    "worker_devices", f"expected one device list per worker ({len(self.workers)} lists)"
+                )
+            normalized = []
+            for i, devices in enumerate(lists):
+                if isinstance(devices, str) or not isinstance(devices, (list, tuple)) or not devices:
+                    raise _InvalidField("worker_devices", f"worker {i}: expected a list such as [GPU:0, GPU:1]")
+                names = [_normalize_device(d) for d in devices]
+                for raw, name in zip(devices, names):
+                    if name is None:
+                        raise _InvalidField(
+                            "worker_devices", f"worker {i}: expected device names such as GPU:0 or CPU:1, got {_describe(raw)}"
+                        )
+                normalized.append(tuple(names))
+            object.__setattr__(self, "worker_devices", tuple(normalized))
+
+    @property
+    def enabled(self) -> bool:
+        return self.chief is not None
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """A whole run: per-behavior trainer settings, environment, checkpoints, devices."""
@@ -690,6 +799,8 @@ class RunOptions:
     """Run id, results directory, resume/force/initialize/inference."""
     device_settings: DeviceSettings = field(default_factory=DeviceSettings)
     """Tower devices."""
+    cluster_settings: ClusterSettings = field(default_factory=ClusterSettings)
+    """Towers on a TensorFlow cluster's workers instead of local devices."""
     debug: bool = False
     """Verbose logging and tracebacks."""
 
@@ -709,6 +820,7 @@ class RunOptions:
         object.__setattr__(self, "engine_settings", dict(self.engine_settings))
         _check_instance(self, "checkpoint_settings", CheckpointSettings)
         _check_instance(self, "device_settings", DeviceSettings)
+        _check_instance(self, "cluster_settings", ClusterSettings)
         _check_bool(self, "debug")
 
     def behavior_settings(self, name: str) -> TrainerSettings:
@@ -731,7 +843,16 @@ class RunOptions:
 
 
 class _ConfigLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and reads ``5.0e4``/``3e-4`` as floats."""
+    """SafeLoader that reads ``5.0e4``/``3e-4`` as floats and records duplicate keys.
+
+    A key given twice in one mapping keeps its last value, as PyYAML and ML-Agents do
+    (Unity's own 0.10/0.12 configs repeat ``sequence_length`` and ``use_recurrent``);
+    ``duplicates`` holds ``(line, key)`` of each repetition, for one warning line each.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.duplicates: List[Tuple[int, Any]] = []
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
         seen = set()
@@ -745,9 +866,7 @@ class _ConfigLoader(yaml.SafeLoader):
             except TypeError:  # unhashable key: SafeConstructor reports it
                 continue
             if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                self.duplicates.append((key_node.start_mark.line + 1, key))
         return super().construct_mapping(node, deep=deep)
 
 
@@ -760,10 +879,15 @@ _ConfigLoader.add_implicit_resolver(
 )
 
 
-def _read_yaml(path: str) -> Any:
+def _read_yaml(path: str) -> Tuple[Any, List[Tuple[int, Any]]]:
+    """The YAML document and the ``(line, key)`` of every duplicate key."""
     try:
         with open(path, "r", encoding="utf-8") as stream:
-            return yaml.load(stream, Loader=_ConfigLoader)  # noqa: S506 (safe loader subclass)
+            loader = _ConfigLoader(stream)
+            try:
+                return loader.get_single_data(), loader.duplicates
+            finally:
+                loader.dispose()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -845,8 +969,6 @@ def _unknown_key(key: Any, candidates: Iterable[str], where: _Where) -> ConfigEr
 
 
 _NOT_SUPPORTED: Dict[str, str] = {
-    "torch_settings": "not supported (trainer-learn trains with TensorFlow; "
-    "choose devices with device_settings)",
     "environment_parameters": "not supported (environment parameters and curricula)",
     "self_play": "not supported (self-play)",
 }
@@ -961,11 +1083,24 @@ def _build(
 
 
 class _Source:
-    """The config file: its name as given (for messages) and its directory (for demos)."""
+    """The config file: its name as given (for messages), its directory (for demos), and
+    the warnings of this load (emitted once the whole file has loaded)."""
 
     def __init__(self, path: str) -> None:
         self.name = path
         self.dir = os.path.dirname(os.path.abspath(path))
+        self.warnings: List[str] = []
+        self._warned: set = set()
+        # Locations of `network_settings.deterministic: true`, refused unless --inference.
+        self.deterministic_at: List[str] = []
+
+    def warn(self, location: str, message: str, once: Any = None) -> None:
+        """Records ``'<location>: <message>'``; ``once`` (default: the message) keys the
+        de-duplication, so a key that default_settings gives every behavior warns once."""
+        token = message if once is None else once
+        if token not in self._warned:
+            self._warned.add(token)
+            self.warnings.append(f"{location}: {message}")
 
     def resolve_demo(self, demo_path: str) -> str:
         """Config-relative if the file exists there, else CWD-relative if it exists there."""
@@ -990,17 +1125,15 @@ def _build_reward_signals(raw: Any, where: _Where, source: _Source) -> Dict[str,
         )
     signals: Dict[str, Any] = {}
     for name, section in data.items():
+        if str(name) in _UNSUPPORTED_SIGNALS:
+            raise _fail(where.key(name), _UNSUPPORTED_SIGNALS[str(name)])
         if name not in REWARD_SIGNAL_TYPES:
             raise _fail(
                 where.key(name),
                 f"unknown reward signal; expected one of {', '.join(REWARD_SIGNAL_TYPES)}"
                 f"{_suggestion(name, REWARD_SIGNAL_TYPES)}",
             )
-        if isinstance(section, Mapping) and "network_settings" in section:
-            raise _fail(
-                where.child(name).key("network_settings"),
-                "not supported in a reward signal (ML-Agents 2.0); use encoding_size",
-            )
+        section = _compat_signal(name, section, where.child(name), source)
         signal = _build(REWARD_SIGNAL_TYPES[name], section, where.child(name))
         if isinstance(signal, GAILSettings):
             signal = dataclasses.replace(signal, demo_path=source.resolve_demo(signal.demo_path))
@@ -1019,6 +1152,8 @@ def _build_behavioral_cloning(
 
 def _trainer_type(raw: Any, where: _Where, key: str) -> str:
     value, location = _coerce(raw, str, where, key)
+    if isinstance(value, str) and value in _UNSUPPORTED_TRAINERS:
+        raise _fail(location, f"{value}: {_UNSUPPORTED_TRAINERS[value]}")
     if value not in TRAINER_TYPES:
         raise _fail(location, _choice_message(value, TRAINER_TYPES))
     return value
@@ -1049,7 +1184,7 @@ _NESTED_HOMES: Dict[str, str] = {
 
 def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSettings:
     """A ``behaviors.<name>`` or ``default_settings`` section (already merged)."""
-    data = _as_mapping(raw, where)
+    data = _compat_trainer(_as_mapping(raw, where), where, source)
     names = _field_names(TrainerSettings)
     for key in data:
         if key in _NESTED_HOMES:
@@ -1071,7 +1206,9 @@ def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSet
             data.get("behavioral_cloning"), where.child("behavioral_cloning"), source
         ),
     }
-    return _build(TrainerSettings, data, where, prebuilt=prebuilt)
+    settings = _build(TrainerSettings, data, where, prebuilt=prebuilt)
+    _check_signal_normalize(settings, where, source)
+    return settings
 
 
 def _deep_merge(base: Dict[Any, Any], override: Mapping[Any, Any]) -> Dict[Any, Any]:
@@ -1275,19 +1412,24 @@ _NESTED_KEYS = (
     "engine_settings",
     "checkpoint_settings",
     "device_settings",
+    "cluster_settings",
     "debug",
 )
 
 
 def _run_sections(
-    doc: Mapping[Any, Any], where: _Where, cli: Mapping[str, _Cli]
+    doc: Mapping[Any, Any], where: _Where, cli: Mapping[str, _Cli], source: _Source
 ) -> Dict[str, Any]:
     """env, engine, checkpoint and device settings and debug, with CLI values on top."""
+    env_where = where.child("env_settings")
     env_raw = _overlay(
-        _as_mapping(doc.get("env_settings"), where.child("env_settings")), cli, _ENV_KEYS
+        _compat_env(_as_mapping(doc.get("env_settings"), env_where), env_where, source),
+        cli,
+        _ENV_KEYS,
     )
+    checkpoint_where = where.child("checkpoint_settings")
     checkpoint_raw = _overlay(
-        _as_mapping(doc.get("checkpoint_settings"), where.child("checkpoint_settings")),
+        _compat_checkpoint(_as_mapping(doc.get("checkpoint_settings"), checkpoint_where), checkpoint_where),
         cli,
         _CHECKPOINT_KEYS,
     )
@@ -1296,22 +1438,28 @@ def _run_sections(
         # The command line's device choice replaces the file's as a whole.
         device_raw = _overlay({}, cli, ("num_gpus", "devices"))
     engine, _ = _coerce(doc.get("engine_settings"), Dict[str, Any], where, "engine_settings")
+    env_settings = _build(EnvSettings, env_raw, env_where)
+    _check_engine(engine, env_settings.env_path, where, source)
     debug, debug_at = _coerce(cli.get("debug", doc.get("debug", False)), bool, where, "debug")
     if not isinstance(debug, bool):
         raise _fail(debug_at, f"expected true or false, got {_describe(debug)}")
     return {
-        "env_settings": _build(EnvSettings, env_raw, where.child("env_settings")),
+        "env_settings": env_settings,
         "engine_settings": engine,
         "checkpoint_settings": _build(
             CheckpointSettings, checkpoint_raw, where.child("checkpoint_settings")
         ),
         "device_settings": _build(DeviceSettings, device_raw, where.child("device_settings")),
+        "cluster_settings": _build(
+            ClusterSettings, doc.get("cluster_settings"), where.child("cluster_settings")
+        ),
         "debug": debug,
     }
 
 
 def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli]) -> RunOptions:
     where = _Where(source.name)
+    doc = _compat_top_level(doc, where, source)
     for key in doc:
         if key not in _NESTED_KEYS:
             raise _unknown_key(key, _NESTED_KEYS, where)
@@ -1332,15 +1480,17 @@ def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli
         merged = {**_merge_over_default(default_raw, section), **max_steps}
         behaviors[str(name)] = _trainer_from_nested(merged, behavior_where, source)
 
-    return _construct(
+    options = _construct(
         RunOptions,
         dict(
             behaviors=behaviors,
             default_settings=default_settings,
-            **_run_sections(doc, where, cli),
+            **_run_sections(doc, where, cli, source),
         ),
         where.key,
     )
+    _check_deterministic(options, source)
+    return options
 
 
 def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli]) -> RunOptions:
@@ -1361,13 +1511,21 @@ def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli])
         dict(
             behaviors=behaviors,
             default_settings=default_settings,
-            **_run_sections({}, where, cli),
+            **_run_sections({}, where, cli, source),
         ),
         where.key,
     )
 
 
-def load_settings(path: str, cli_overrides: Optional[Mapping[str, Any]] = None) -> RunOptions:
+def _print_warning(message: str) -> None:
+    print(f"[WARNING] {message}", file=sys.stderr, flush=True)
+
+
+def load_settings(
+    path: str,
+    cli_overrides: Optional[Mapping[str, Any]] = None,
+    on_warning: Optional[Callable[[str], None]] = None,
+) -> RunOptions:
     """Reads, validates and resolves a trainer config (nested or flat format).
 
     Args:
@@ -1376,6 +1534,9 @@ def load_settings(path: str, cli_overrides: Optional[Mapping[str, Any]] = None) 
         False for an on/off flag (resume, force, inference, debug): not given. Strings are
         parsed where numbers or booleans are meant. ``max_steps`` applies to every behavior
         and to default_settings; ``num_gpus``/``devices`` replace the file's device choice.
+      on_warning: called with each warning line (a duplicate key, a key of another
+        ML-Agents release that is ignored or done differently), once the file has loaded;
+        None: printed to stderr as ``[WARNING] <file>: <path>: <message>``.
 
     Returns:
       The frozen RunOptions.
@@ -1385,27 +1546,265 @@ def load_settings(path: str, cli_overrides: Optional[Mapping[str, Any]] = None) 
     """
     cli = _cli_values(cli_overrides)
     source = _Source(path)
-    doc = _read_yaml(path)
+    doc, duplicates = _read_yaml(path)
+    for line, key in duplicates:
+        source.warn(f"{path}: line {line}", f"duplicate key {key!r}; the last value is used", (line, key))
     if doc is None:
         raise ConfigError(f"{path}: the file is empty; expected a trainer configuration")
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {_describe(doc)}")
-    nested = [k for k in doc if k in _NESTED_KEYS or k in _NOT_SUPPORTED]
+    nested = [k for k in doc if k in _NESTED_KEYS or k in _NOT_SUPPORTED or k == "torch_settings"]
     if "default" in doc and nested:
         raise ConfigError(
             f"{path}: mixes the flat format (default:) with the nested format "
             f"({nested[0]}:); use one of them"
         )
-    if nested:
-        return _load_nested(doc, source, cli)
-    if "default" in doc:
-        return _load_flat(doc, source, cli)
+    if nested or "default" in doc:
+        options = _load_nested(doc, source, cli) if nested else _load_flat(doc, source, cli)
+        for message in source.warnings:
+            (on_warning or _print_warning)(message)
+        return options
     first = next(iter(doc), None)
     hint = _suggestion(first, _NESTED_KEYS + ("default",)) if first is not None else ""
     raise ConfigError(
         f"{path}: not a trainer configuration: expected a behaviors: section (nested format) "
         f"or a default: section (flat format), found {first!r}{hint}"
     )
+
+
+# --------------------------------------------------------------------------------------
+# Keys of other ML-Agents releases (issues 14 and 15).
+#
+# Rule: a key we honour is translated; a key we cannot honour gives one warning line
+# naming it and what we do instead, unless its value asks for nothing (null, false, or
+# ML-Agents' own default where that default is what we do anyway); a key that would change
+# learning in a way we cannot reproduce refuses the file. Applied to the raw YAML mapping
+# before the dataclasses are built, so a resolved config holds only our own keys.
+# --------------------------------------------------------------------------------------
+
+_UNSUPPORTED_TRAINERS: Dict[str, str] = {
+    "poca": "not supported (MA-POCA, the cooperative multi-agent trainer of ML-Agents 2.0); "
+    "use ppo or sac",
+    "offline_bc": "not supported (the offline behavioral cloning trainer of ML-Agents 0.x); "
+    "use ppo with behavioral_cloning",
+    "online_bc": "not supported (the online behavioral cloning trainer of ML-Agents 0.x); "
+    "use ppo with behavioral_cloning",
+    "imitation": "not supported (the imitation trainer of ML-Agents 0.x); "
+    "use ppo with behavioral_cloning",
+}
+
+_UNSUPPORTED_SIGNALS: Dict[str, str] = {
+    "rnd": "not supported (random network distillation, ML-Agents 2.0); use curiosity",
+}
+
+# env_settings keys that manage Unity processes, with ML-Agents' defaults.
+# (timeout_wait is a field of EnvSettings: the Unity communicator honours it.)
+_UNITY_PROCESS_KEYS: Dict[str, Any] = {
+    "max_lifetime_restarts": 10,
+    "restarts_rate_limit_n": 1,
+    "restarts_rate_limit_period_s": 60,
+}
+
+
+def _pop_network_extras(network: Any, where: _Where, source: _Source, signal: bool = False) -> Any:
+    """``network_settings`` keys of ML-Agents 2.x that are not fields of NetworkSettings
+    (``signal``: a reward signal's network, where ``deterministic`` means nothing)."""
+    if not isinstance(network, Mapping):
+        return network
+    network = dict(network)
+    if "goal_conditioning_type" in network:
+        value = network.pop("goal_conditioning_type")
+        if value not in ("hyper", "none"):
+            raise _fail(where.key("goal_conditioning_type"), _choice_message(value, ("hyper", "none")))
+        # Only goal-signal observations are conditioned on, and no environment we run
+        # produces them: either value gives the same network, as in ML-Agents.
+    if "deterministic" in network:
+        value = network.pop("deterministic")
+        if not isinstance(value, bool):
+            raise _fail(where.key("deterministic"), f"expected true or false, got {_describe(value)}")
+        if value and not signal:
+            source.deterministic_at.append(where.key("deterministic"))
+    return network
+
+
+def _compat_trainer(data: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any, Any]:
+    """A nested ``behaviors.<name>`` / ``default_settings`` section with the keys of other
+    ML-Agents releases translated, warned about or refused."""
+    data = dict(data)
+    if "framework" in data:
+        # release_7 to release_10 (ML-Agents 0.20-0.23): tensorflow or pytorch.
+        value = data.pop("framework")
+        if value not in ("tensorflow", "pytorch"):
+            raise _fail(where.key("framework"), _choice_message(value, ("tensorflow", "pytorch")))
+        if value == "pytorch":
+            source.warn(
+                where.key("framework"),
+                "pytorch: ignored; trainer-learn trains the same algorithm with TensorFlow",
+                "framework",
+            )
+    if "even_checkpoints" in data:
+        # ML-Agents 2.x: checkpoint_interval = max_steps // keep_checkpoints.
+        value = data.pop("even_checkpoints")
+        if not isinstance(value, bool):
+            raise _fail(where.key("even_checkpoints"), f"expected true or false, got {_describe(value)}")
+        if value:
+            max_steps, _ = _coerce(data.get("max_steps", 500000), int, where, "max_steps")
+            keep, _ = _coerce(data.get("keep_checkpoints", 5), int, where, "keep_checkpoints")
+            if _is_int(max_steps) and _is_int(keep) and keep > 0:
+                data["checkpoint_interval"] = max(max_steps // keep, 1)
+    if "self_play" in data and data["self_play"] is None:
+        del data["self_play"]  # ML-Agents writes `self_play: null` into every resolved config
+    if "network_settings" in data:
+        data["network_settings"] = _pop_network_extras(
+            data["network_settings"], where.child("network_settings"), source
+        )
+    return data
+
+
+def _compat_signal(name: str, section: Any, where: _Where, source: _Source) -> Any:
+    """``reward_signals.<name>`` of ML-Agents 2.0: its ``network_settings`` and the
+    ``encoding_size: null`` it writes beside them."""
+    if not isinstance(section, Mapping):
+        return section
+    section = dict(section)
+    if name == "extrinsic":
+        # ML-Agents 2.0 gives every signal a network_settings; the extrinsic signal has no
+        # network, and ML-Agents ignores it there too.
+        section.pop("network_settings", None)
+        return section
+    if "network_settings" not in section:
+        if "encoding_size" in section and section["encoding_size"] is None:
+            del section["encoding_size"]
+        return section
+    network = section["network_settings"]
+    if network is None:
+        del section["network_settings"]
+        return section
+    section["network_settings"] = _pop_network_extras(
+        network, where.child("network_settings"), source, signal=True
+    )
+    if section.get("encoding_size") is not None:
+        source.warn(
+            where.key("encoding_size"),
+            "ignored: network_settings.hidden_units sets the encoding size (as in ML-Agents 2.0)",
+            f"{name}.encoding_size",
+        )
+    section.pop("encoding_size", None)
+    return section
+
+
+def _compat_env(raw: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any, Any]:
+    raw = dict(raw)
+    if "num_areas" in raw:
+        value = raw.pop("num_areas")
+        if not _is_int(value) or value < 1:
+            raise _fail(where.key("num_areas"), f"expected an integer >= 1, got {_describe(value)}")
+        if value != 1:
+            source.warn(
+                where.key("num_areas"),
+                f"{value}: ignored (training areas are instantiated by a Unity build); "
+                "use agents_per_env for more agents per environment",
+            )
+    for key, default in _UNITY_PROCESS_KEYS.items():
+        if key in raw:
+            value = raw.pop(key)
+            if value != default:
+                source.warn(
+                    where.key(key),
+                    f"{_describe(value)}: ignored (Unity process restarts and timeouts); "
+                    "a crashed environment ends the run",
+                )
+    args = raw.get("env_args")
+    if isinstance(args, (list, tuple)):
+        # ML-Agents: command-line arguments for the Unity executable. A Unity build reads
+        # them as {args: [...]} (envs/unity/manager.py); other envs take keyword arguments.
+        env_path = raw.get("env_path")
+        if env_path is None or (isinstance(env_path, str) and not env_path.startswith(("builtin:", "gym:"))):
+            raw["env_args"] = {"args": list(args)}
+        else:
+            del raw["env_args"]
+            source.warn(
+                where.key("env_args"),
+                "a list (arguments for a Unity executable): ignored; env_args is a mapping of "
+                "the environment's keyword arguments here",
+            )
+    return raw
+
+
+def _compat_checkpoint(raw: Dict[Any, Any], where: _Where) -> Dict[Any, Any]:
+    raw = dict(raw)
+    if "load_model" in raw:
+        # ML-Agents' old spelling of --resume (--load).
+        value = raw.pop("load_model")
+        if not isinstance(value, bool):
+            raise _fail(where.key("load_model"), f"expected true or false, got {_describe(value)}")
+        if value and not raw.get("resume"):
+            raw["resume"] = True
+    if "train_model" in raw:
+        # ML-Agents' old --train: training is the default (--inference plays only), and
+        # ML-Agents itself ignores it since release 3.
+        value = raw.pop("train_model")
+        if not isinstance(value, bool):
+            raise _fail(where.key("train_model"), f"expected true or false, got {_describe(value)}")
+    return raw
+
+
+def _compat_top_level(doc: Mapping[Any, Any], where: _Where, source: _Source) -> Dict[Any, Any]:
+    """The top-level keys of ML-Agents 2.x resolved configs."""
+    doc = dict(doc)
+    if "environment_parameters" in doc and doc["environment_parameters"] is None:
+        del doc["environment_parameters"]
+    if "torch_settings" in doc:
+        torch = doc.pop("torch_settings")
+        torch_map = _as_mapping(torch, where.child("torch_settings"))
+        for key in torch_map:
+            if key != "device":
+                raise _unknown_key(key, ("device",), where.child("torch_settings"))
+        if torch_map.get("device") is not None:
+            source.warn(
+                where.child("torch_settings").key("device"),
+                f"{_describe(torch_map['device'])}: ignored; trainer-learn trains with "
+                "TensorFlow: choose devices with device_settings or --devices",
+            )
+    return doc
+
+
+def _check_engine(engine: Mapping[str, Any], env_path: Optional[str], where: _Where, source: _Source) -> None:
+    if engine and env_path is not None and env_path.startswith(("builtin:", "gym:")):
+        source.warn(
+            where.key("engine_settings"),
+            f"{', '.join(map(str, engine))}: ignored; they configure a Unity build, and "
+            f"{env_path} is not one",
+        )
+
+
+def _check_signal_normalize(settings: TrainerSettings, where: _Where, source: _Source) -> None:
+    """A signal's ``network_settings.normalize: true`` reads through the policy's running
+    normalisation; without one (the behavior's ``normalize: false``) it reads raw values."""
+    if settings.network_settings.normalize:
+        return
+    for name, signal in settings.reward_signals.items():
+        network = getattr(signal, "network_settings", None)
+        if network is not None and network.normalize:
+            source.warn(
+                where.child("reward_signals").child(name).child("network_settings").key("normalize"),
+                "true: the signal reads raw observations, because the behavior's "
+                "network_settings.normalize is false (its running normalisation is the one "
+                "signals share)",
+                f"{name}.network_settings.normalize",
+            )
+
+
+def _check_deterministic(options: RunOptions, source: _Source) -> None:
+    """``network_settings.deterministic: true`` (ML-Agents 2.2): the policy acts with its
+    mode even while training. Honoured by --inference (which always acts so); training
+    with it would need the log-probabilities of the modes, so it is refused there."""
+    if source.deterministic_at and not options.checkpoint_settings.inference:
+        raise _fail(
+            source.deterministic_at[0],
+            "true is supported with --inference only (deterministic actions while training "
+            "are not); remove it to train",
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -1431,6 +1830,23 @@ def to_dict(options: Any) -> Dict[str, Any]:
     if not dataclasses.is_dataclass(options) or isinstance(options, type):
         raise TypeError(f"expected a settings dataclass, got {type(options).__name__}")
     return _plain(options)
+
+
+def load_cluster_file(path: str) -> ClusterSettings:
+    """Reads ``--cluster=<file>``: a cluster file (``chief:``, ``workers:``, ...) or a
+    trainer config with a ``cluster_settings:`` section."""
+    doc, duplicates = _read_yaml(path)
+    for line, key in duplicates:
+        print(f"[WARNING] {path}: line {line}: duplicate key {key!r}; the last value is used", file=sys.stderr)
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{path}: expected a mapping with chief: and workers:, got {_describe(doc)}")
+    where = _Where(path)
+    if "cluster_settings" in doc:
+        doc, where = doc["cluster_settings"], where.child("cluster_settings")
+    settings = _build(ClusterSettings, doc, where)
+    if not settings.enabled:
+        raise ConfigError(f"{where.key('chief')}: expected the chief's host:port")
+    return settings
 
 
 def write_resolved_config(options: RunOptions, path: str) -> None:

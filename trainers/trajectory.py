@@ -31,6 +31,8 @@ class Trajectory:
         log_probs: ``[T]``; rewards: ``[T]`` environment rewards.
         done: the episode ended after the last step.
         interrupted: it ended by a time limit (bootstrap anyway).
+        memory: recurrent policies: ``[T, memory_size]`` the memory each step acted from.
+        prev_action: recurrent + discrete: ``[T, branches]`` the previous action fed.
     """
 
     agent: AgentKey
@@ -43,6 +45,8 @@ class Trajectory:
     rewards: np.ndarray
     done: bool
     interrupted: bool
+    memory: Optional[np.ndarray] = None
+    prev_action: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
@@ -54,7 +58,9 @@ class Trajectory:
 
 
 class _AgentRecord:
-    __slots__ = ("obs", "cont", "disc", "mask", "logp", "rewards", "pending", "episode_reward", "episode_length")
+    __slots__ = (
+        "obs", "cont", "disc", "mask", "logp", "rewards", "memory", "prev", "pending", "episode_reward", "episode_length"
+    )
 
     def __init__(self) -> None:
         self.obs: List[Sequence[np.ndarray]] = []
@@ -63,6 +69,8 @@ class _AgentRecord:
         self.mask: List[np.ndarray] = []
         self.logp: List[float] = []
         self.rewards: List[float] = []
+        self.memory: List[np.ndarray] = []
+        self.prev: List[np.ndarray] = []
         self.pending = False
         self.episode_reward = 0.0
         self.episode_length = 0
@@ -100,13 +108,19 @@ class AgentProcessor:
             rewards=np.asarray(rec.rewards, np.float32),
             done=done,
             interrupted=interrupted,
+            memory=np.stack(rec.memory) if rec.memory else None,
+            prev_action=np.stack(rec.prev) if rec.prev else None,
         )
         rec.obs, rec.cont, rec.disc, rec.mask, rec.logp, rec.rewards = [], [], [], [], [], []
+        rec.memory, rec.prev = [], []
         return traj
 
     def add_terminal(self, worker: int, terminal: TerminalSteps) -> Tuple[List[Trajectory], List[EpisodeEnd]]:
         """Closes the episodes of the agents in ``terminal``."""
-        trajectories, episodes = [], []
+        trajectories: List[Trajectory] = []
+        episodes: List[EpisodeEnd] = []
+        if not len(terminal.agent_id):  # most steps: nobody's episode ended
+            return trajectories, episodes
         for j, agent_id in enumerate(terminal.agent_id.tolist()):
             key = (worker, agent_id)
             rec = self._agents.pop(key, None)
@@ -153,8 +167,12 @@ class AgentProcessor:
         discrete: np.ndarray,
         masks: Optional[np.ndarray],
         log_probs: np.ndarray,
+        memories: Optional[np.ndarray] = None,
+        prev_actions: Optional[np.ndarray] = None,
     ) -> None:
         """Records the action each agent of ``decision`` took (rows of the arrays).
+
+        ``memories`` / ``prev_actions`` (recurrent policies): what each agent acted from.
 
         ``obs`` must be arrays the env will not overwrite (the caller copies once per step).
         Without ``record`` only the fact that each agent acted is kept.
@@ -175,6 +193,10 @@ class AgentProcessor:
             if masks is not None:
                 rec.mask.append(masks[j])
             rec.logp.append(log_probs[j])
+            if memories is not None:
+                rec.memory.append(memories[j])
+            if prev_actions is not None:
+                rec.prev.append(prev_actions[j])
             rec.pending = True
 
     def drop_worker(self, worker: int) -> None:

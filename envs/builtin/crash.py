@@ -9,7 +9,9 @@ since construction (step 1 is the first ``step()``):
 * ``exit_at_step=k``: ``step()`` number k kills the process with ``os._exit(3)``
   (a worker that dies without a word);
 * ``hang_at_step=k``: ``step()`` number k sleeps ``hang_seconds``;
-* ``raise_on_init=True``: the constructor raises ``RuntimeError``.
+* ``raise_on_init=True``: the constructor raises ``RuntimeError``;
+* ``spec_mismatch=True``: the env's vector observation is one wider than asked (a worker
+  whose behavior specs differ from the others').
 
 ``crash_seed=s`` limits every switch to the env built with seed ``s``; with the managers'
 ``seed + worker_index`` rule that picks one worker. Any other kwarg goes to `Simple`.
@@ -33,6 +35,7 @@ class CrashEnv(Simple):
         hang_at_step: int = -1,
         hang_seconds: float = 3600.0,
         raise_on_init: bool = False,
+        spec_mismatch: bool = False,
         crash_seed: Optional[int] = None,
         seed: int = 0,
         **simple_kwargs: Any,
@@ -40,6 +43,8 @@ class CrashEnv(Simple):
         armed = crash_seed is None or int(crash_seed) == int(seed)
         if armed and raise_on_init:
             raise RuntimeError(f"_Crash: raise_on_init (seed {seed})")
+        if armed and spec_mismatch:
+            simple_kwargs["vec_obs_size"] = int(simple_kwargs.get("vec_obs_size", 1)) + 1
         super().__init__(seed=seed, **simple_kwargs)
         self._raise_at = raise_at_step if armed else -1
         self._exit_at = exit_at_step if armed else -1

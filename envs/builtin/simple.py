@@ -25,6 +25,7 @@ later observations carry no information: 0 in vector observations, 0.5 in images
 """
 from __future__ import annotations
 
+import time
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -64,6 +65,7 @@ class Simple(BuiltinEnv):
         num_agents: int = 1,
         behavior_names: Sequence[str] = ("Simple",),
         max_episode_steps: int = 100,
+        step_delay_ms: float = 0.0,
         seed: int = 0,
     ) -> None:
         """
@@ -78,6 +80,9 @@ class Simple(BuiltinEnv):
             num_agents: agents per behavior.
             behavior_names: one behavior per name, all with the same spec.
             max_episode_steps: time limit (``interrupted=True``); 0 = none.
+            step_delay_ms: every ``step()`` sleeps this long first: a slow env (like a
+                Unity build rendering) for throughput measurements. It sleeps, so parallel
+                workers overlap even on a busy machine.
             seed: seeds the goal draws.
         """
         env = type(self).__name__
@@ -97,6 +102,7 @@ class Simple(BuiltinEnv):
         num_agents = check_int(env, "num_agents", num_agents, 1)
         names = check_names(env, behavior_names)
         max_episode_steps = check_int(env, "max_episode_steps", max_episode_steps, 0)
+        self._step_delay_s = check_float(env, "step_delay_ms", step_delay_ms, 0.0, 60_000.0) / 1000.0
         seed = check_int(env, "seed", seed, 0)
 
         self._continuous = continuous
@@ -116,6 +122,11 @@ class Simple(BuiltinEnv):
         """Undiscounted return of a perfect episode (1.02 with step_size 0.2)."""
         steps = int(np.ceil(1.0 / self._step_size - 1e-9))
         return -TIME_PENALTY * (steps - 1) + self.success_reward
+
+    def step(self) -> None:
+        if self._step_delay_s:
+            time.sleep(self._step_delay_s)
+        super().step()
 
     # ----------------------------------------------------------------- hooks
     def _init_state(self, n: int) -> _SimpleState:
@@ -189,10 +200,12 @@ class Memory(Simple):
         num_agents: int = 1,
         behavior_names: Sequence[str] = ("Memory",),
         max_episode_steps: int = 100,
+        step_delay_ms: float = 0.0,
         seed: int = 0,
     ) -> None:
         super().__init__(
             continuous=continuous, discrete=discrete, num_vector=num_vector, vec_obs_size=vec_obs_size,
             num_visual=num_visual, vis_obs_size=vis_obs_size, step_size=step_size, num_agents=num_agents,
-            behavior_names=behavior_names, max_episode_steps=max_episode_steps, seed=seed,
+            behavior_names=behavior_names, max_episode_steps=max_episode_steps,
+            step_delay_ms=step_delay_ms, seed=seed,
         )

@@ -298,3 +298,113 @@ def test_from_envs_wraps_existing_envs() -> None:
     with InProcessEnvManager.from_envs(envs, env_id="builtin:Chain", seed=5) as manager:
         assert manager.num_workers == 2 and manager.seed == 5
         assert len(manager.reset()) == 2
+
+
+# ---------------------------------------------------------------- shared memory
+def _our_segments() -> List[str]:
+    """Shared-memory segments of this process's managers still named in /dev/shm."""
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"trl_{os.getpid()}_"))
+
+
+def _no_orphans() -> None:
+    import multiprocessing
+
+    deadline = time.monotonic() + 5.0
+    while multiprocessing.active_children():  # also reaps finished children
+        assert time.monotonic() < deadline, f"orphan workers: {multiprocessing.active_children()}"
+        time.sleep(0.05)
+    assert _our_segments() == []
+
+
+def test_shared_memory_segments_are_unlinked_once_mapped() -> None:
+    with SubprocessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=3, seed=4) as manager:
+        assert manager.shared_memory_capacities == [{"A": 3, "B": 3}] * 2
+        manager.reset()
+        assert _our_segments() == []  # mapped by both sides, no name left behind
+    _no_orphans()
+
+
+def test_more_agents_than_capacity_go_through_the_pipe_then_the_segment_grows() -> None:
+    # env_args.num_agents=5 with agents_per_env=1: the segment holds 1 agent at first.
+    args = dict(SIMPLE_ARGS, num_agents=5)
+    with InProcessEnvManager("builtin:Simple", args, num_envs=2, agents_per_env=1, seed=4) as local:
+        expected = _trajectory(local, 30)
+    with SubprocessEnvManager("builtin:Simple", args, num_envs=2, agents_per_env=1, seed=4) as remote:
+        assert remote.shared_memory_capacities == [{"A": 1, "B": 1}] * 2
+        got = _trajectory(remote, 30)
+        assert remote.shared_memory_capacities == [{"A": 5, "B": 5}] * 2
+    _assert_same(expected, got)
+    with SubprocessEnvManager("builtin:Simple", args, num_envs=2, agents_per_env=1, seed=4,
+                              shared_memory=False) as piped:
+        assert piped.shared_memory_capacities == [None, None]
+        _assert_same(expected, _trajectory(piped, 30))
+    _no_orphans()
+
+
+def test_bad_actions_still_reach_the_env_through_the_pipe() -> None:
+    # Too many rows for the segment: sent packed, and the env's own error comes back.
+    with SubprocessEnvManager("builtin:Simple", None, num_envs=2, seed=0) as manager:
+        manager.reset()
+        bad = ActionTuple(continuous=np.zeros((4, 1), np.float32))
+        with pytest.raises(EnvWorkerError, match=r"worker 0 raised ValueError: Simple: continuous actions must have"):
+            manager.step([{"Simple": bad}, {}])
+    _no_orphans()
+
+
+def test_worker_killed_mid_step_leaves_no_segment_or_orphan() -> None:
+    import threading
+
+    manager = SubprocessEnvManager(
+        "builtin:_Crash", {"hang_at_step": 1, "hang_seconds": 30, "crash_seed": 1}, num_envs=2, seed=0
+    )
+    pids = manager.worker_pids
+    manager.reset()
+    threading.Timer(0.3, os.kill, (pids[1], signal.SIGKILL)).start()  # while it is inside step()
+    with pytest.raises(EnvWorkerError) as info:
+        manager.step([{}, {}])
+    assert str(info.value) == "env 'builtin:_Crash' worker 1 died (killed by signal SIGKILL)"
+    _no_orphans()
+
+
+def test_hung_worker_leaves_no_segment_or_orphan() -> None:
+    manager = SubprocessEnvManager(
+        "builtin:_Crash", {"hang_at_step": 2, "crash_seed": 0}, num_envs=2, seed=0, step_timeout=0.5
+    )
+    manager.reset()
+    manager.step([{}, {}])
+    with pytest.raises(EnvWorkerError, match=r"^env 'builtin:_Crash' worker 0 did not answer within 0.5 s$"):
+        manager.step([{}, {}])
+    _no_orphans()
+
+
+def test_spec_mismatch_between_workers_is_one_line() -> None:
+    with pytest.raises(EnvWorkerError) as info:
+        SubprocessEnvManager("builtin:_Crash", {"spec_mismatch": True, "crash_seed": 1}, num_envs=2, seed=0)
+    assert str(info.value) == "env 'builtin:_Crash' worker 1 has behavior specs that differ from worker 0's"
+    _no_orphans()
+
+
+def test_step_delay_ms_slows_the_builtin_env() -> None:
+    env = make_env("builtin:Simple", {"step_delay_ms": 20}, 0)
+    env.reset()
+    start = time.perf_counter()
+    env.step()
+    assert time.perf_counter() - start >= 0.02
+    with pytest.raises(EnvError, match="step_delay_ms"):
+        make_env("builtin:Simple", {"step_delay_ms": -1}, 0)
+
+
+def test_without_shared_memory_the_pipes_carry_the_steps(monkeypatch, capsys) -> None:
+    import envs.env_manager as env_manager
+
+    def no_shm(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(env_manager, "SharedMemory", no_shm)
+    with InProcessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=2, seed=3) as local:
+        expected = _trajectory(local, 10)
+    with SubprocessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=2, seed=3) as remote:
+        assert remote.shared_memory_capacities == [None, None]
+        _assert_same(expected, _trajectory(remote, 10))
+    assert capsys.readouterr().out.count("no shared memory") == 1
+    _no_orphans()

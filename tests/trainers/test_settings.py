@@ -456,9 +456,21 @@ Walker:
         ),
         ("behaviors: {A: {reward_signals: {}}}", "behaviors.A.reward_signals: expected at least one"),
         (
-            "behaviors: {A: {reward_signals: {curiosity: {network_settings: {hidden_units: 8}}}}}",
-            "behaviors.A.reward_signals.curiosity.network_settings: not supported",
+            "behaviors: {A: {reward_signals: {curiosity: {network_settings: {memory: {}}}}}}",
+            "behaviors.A.reward_signals.curiosity.network_settings.memory: not supported",
         ),
+        (
+            "behaviors: {A: {reward_signals: {rnd: {strength: 0.1}}}}",
+            "behaviors.A.reward_signals.rnd: not supported (random network distillation",
+        ),
+        ("behaviors: {A: {trainer_type: poca}}", "behaviors.A.trainer_type: poca: not supported (MA-POCA"),
+        ("default: {trainer: offline_bc}", "default.trainer: offline_bc: not supported"),
+        (
+            "behaviors: {A: {network_settings: {deterministic: true}}}",
+            "behaviors.A.network_settings.deterministic: true is supported with --inference only",
+        ),
+        ("behaviors: {A: {framework: jax}}", "behaviors.A.framework: unknown value 'jax'"),
+        ("behaviors: {}\ntorch_settings: {gpu: 1}", "torch_settings.gpu: unknown key"),
         (
             "behaviors: {A: {reward_signals: {gail: {strength: 0.1}}}}",
             "behaviors.A.reward_signals.gail.demo_path: required key is missing",
@@ -483,13 +495,12 @@ Walker:
         ),
         ("behaviors: {A: {network_settings: 3}}", "behaviors.A.network_settings: expected a mapping, got 3"),
         ("behaviors: [A, B]", "behaviors: expected a mapping, got a list"),
-        ("behaviors: {}\ntorch_settings: {device: cpu}", "torch_settings: not supported"),
         ("behaviors: {}\nenv_setings: {}", "env_setings: unknown key; did you mean env_settings?"),
         ("behaviors: {}\ndevice_settings: {num_gpus: 1, devices: [/cpu:0]}", "device_settings.devices"),
         ("behaviors: {}\ncheckpoint_settings: {resume: true, force: true}", "checkpoint_settings.force"),
         ("behaviors: {}\ndebug: yes please", "debug: expected true or false"),
         ("behaviors: {}\nengine_settings: 5", "engine_settings: expected a mapping"),
-        ("behaviors: {}\nenv_settings: {env_args: [1]}", "env_settings.env_args: expected a mapping"),
+        ("behaviors: {}\nenv_settings: {env_args: 5}", "env_settings.env_args: expected a mapping"),
         ("default_settings: {max_steps: x}\nbehaviors: {}", "default_settings.max_steps"),
         # flat format
         ("default: {trainer: ppo, batch_sise: 5}", "default.batch_sise: unknown key; did you mean batch_size?"),
@@ -511,7 +522,6 @@ Walker:
         ("", "config.yaml: the file is empty"),
         ("default: {}\nbehaviors: {}", "mixes the flat format (default:) with the nested format"),
         ("behavior: {A: {}}", "not a trainer configuration"),
-        ("behaviors:\n  A: {}\n  A: {}\n", "config.yaml: line 3, column 3: invalid YAML: duplicate key 'A'"),
         ("behaviors:\n  A: {max_steps: [1, 2}\n", "config.yaml: line 2"),
     ],
 )

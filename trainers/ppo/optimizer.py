@@ -7,17 +7,18 @@ reward signal's tower) so that N devices only add towers.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import BehaviorSpec
-from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
+from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, recurrent_encoding
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
+from trainers.tf.lstm import lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer
 from trainers.tf.session import UPDATE_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
@@ -47,13 +48,54 @@ def build_critic(
     signal_names: Sequence[str],
     shared_encoding: Optional[tf.Tensor] = None,
 ) -> Dict[str, tf.Tensor]:
-    """Value heads, one per reward signal: ``obs[i]`` ``[B, *shape]`` -> name -> ``[B]``."""
+    """Value heads, one per reward signal: ``obs[i]`` ``[B, *shape]`` -> name -> ``[B]``.
+
+    Feed-forward (or on a shared encoding); `build_recurrent_critic` adds the critic's LSTM.
+    """
     with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
         if shared_encoding is None:
             encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
         else:
             encoding = shared_encoding
-        return {s: dense(encoding, 1, f"value_{s}", gain=1.0)[:, 0] for s in signal_names}
+        return value_heads(encoding, signal_names)
+
+
+def value_heads(encoding: tf.Tensor, signal_names: Sequence[str]) -> Dict[str, tf.Tensor]:
+    """One linear head per signal on ``encoding`` ``[B, h]`` (call inside the critic scope)."""
+    return {s: dense(encoding, 1, f"value_{s}", gain=1.0)[:, 0] for s in signal_names}
+
+
+def build_recurrent_critic(
+    obs: Sequence[tf.Tensor],
+    spec: BehaviorSpec,
+    network: NetworkSettings,
+    normalizers: Sequence[Optional[Normalizer]],
+    signal_names: Sequence[str],
+    memory_in: tf.Tensor,
+    sequence_length: int = 1,
+    step_mask: Optional[tf.Tensor] = None,
+    whole_trajectory: bool = False,
+) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """The critic with its own LSTM (seed 2: the critic's memories are not the actor's).
+
+    Args:
+        obs: ``[S * L, *shape]`` rows of whole sequences (or ``[T, *shape]``, one trajectory,
+            with ``whole_trajectory``).
+        memory_in: ``[S, memory_size]`` the critic memory at each sequence start (``[1,
+            memory_size]`` with ``whole_trajectory``).
+        step_mask: ``[S * L]`` 0 on padding (which leaves the memory unchanged).
+    Returns:
+        (signal -> ``[B]`` values, ``[S, memory_size]`` final memories; with
+        ``whole_trajectory`` ``[T, memory_size]``, the memory after every step).
+    """
+    memory_size = network.memory.memory_size
+    with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+        encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
+        if whole_trajectory:
+            encoding, memory_out = lstm_trajectory(encoding, memory_in, memory_size, "lstm")
+        else:
+            encoding, memory_out = lstm_sequences(encoding, memory_in, sequence_length, memory_size, "lstm", step_mask)
+        return value_heads(encoding, signal_names), memory_out
 
 
 class PPOOptimizer:
@@ -107,7 +149,10 @@ class PPOOptimizer:
                     self._signal_groups[sig.name] = group.name
             self.groups = groups
             batch = {**self.placeholders, **self.signal_placeholders}
-            self.towers: TowerGraph = build_towers(self._build_tower, batch, groups, self.devices)
+            self.towers: TowerGraph = build_towers(
+                self._build_tower, batch, groups, self.devices,
+                sequence_length=policy.sequence_length, sequence_keys=self.sequence_keys,
+            )
             post_ops = []
             # Per group: the ops one group's update needs (for the separate-runs benchmark).
             self._group_targets: Dict[str, List[tf.Operation]] = {
@@ -137,16 +182,63 @@ class PPOOptimizer:
                 self.epsilon,
             ]
             # Value estimates for trajectories: the critic on the inference placeholders.
-            shared = policy.actor.encoding if hp.shared_critic else None
-            values = build_critic(
-                policy.obs, spec, settings.network_settings, policy.normalizers, list(self.signals), shared
-            )
+            self.critic_memory_in: Optional[tf.Tensor] = None
+            self.critic_memory_out: Optional[tf.Tensor] = None
+            self._trajectory_memory_in: Optional[tf.Tensor] = None
+            if policy.use_recurrent:
+                values = self._build_trajectory_values()
+            else:
+                shared = policy.actor.encoding if hp.shared_critic else None
+                values = build_critic(
+                    policy.obs, spec, settings.network_settings, policy.normalizers, list(self.signals), shared
+                )
             self.values = {s: tf.identity(v, name=names.value_name(s)) for s, v in values.items()}
         self._feed_list: List[tf.Tensor] = (
             list(self.placeholders.values()) + list(self.signal_placeholders.values()) + [self.current_step]
         )
         self._update_fn: Optional[FastCallable] = None
         self._values_fn: Optional[FastCallable] = None
+        self._trajectory_fn: Optional[FastCallable] = None
+        # Seed 2: the critic memory of every agent between its trajectories (dropped when
+        # its episode ends); absent = zeros.
+        self.critic_memory_dict: Dict[Hashable, np.ndarray] = {}
+
+    @property
+    def sequence_keys(self) -> Tuple[str, ...]:
+        """Update fields fed one row per sequence (the memories at sequence starts)."""
+        return tuple(k for k in ("memory", "critic_memory") if k in self.placeholders)
+
+    @property
+    def uses_critic_memory(self) -> bool:
+        """The critic has its own LSTM (recurrent, not ``shared_critic``)."""
+        return self.policy.use_recurrent and not self.hyperparameters.shared_critic
+
+    def _build_trajectory_values(self) -> Dict[str, tf.Tensor]:
+        """Values of one whole trajectory ``[T]`` on the inference placeholders, carrying the
+        memory through it in one run. Separate critic: from ``critic_memory_in`` ``[1, m]``,
+        also giving the critic memory after every step. Shared critic: the actor's LSTM from
+        the actor's memory at the trajectory start (``policy.memory_in`` ``[1, m]``) with the
+        previous actions (``policy.prev_action`` ``[T, b]``)."""
+        policy = self.policy
+        spec = policy.spec
+        network = self.settings.network_settings
+        m = policy.memory_size
+        if self.hyperparameters.shared_critic:
+            with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
+                body = build_body(policy.obs, spec.observation_specs, network, policy.normalizers, "encoder")
+                encoding, _ = recurrent_encoding(
+                    body, network, policy.memory_in, 1, None, policy.prev_action,
+                    spec.action_spec.discrete_branches, whole_trajectory=True,
+                )
+            with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+                return value_heads(encoding, list(self.signals))
+        self.critic_memory_in = tf.placeholder(tf.float32, [1, m], name="critic_memory_in")
+        values, states = build_recurrent_critic(
+            policy.obs, spec, network, policy.normalizers, list(self.signals), self.critic_memory_in,
+            whole_trajectory=True,
+        )
+        self.critic_memory_out = tf.identity(states, name="critic_memory_out")
+        return values
 
     # ---------------------------------------------------------------- graph
 
@@ -164,6 +256,13 @@ class PPOOptimizer:
             ph["log_probs"] = tf.placeholder(tf.float32, [None], "log_probs")
             ph["advantages"] = tf.placeholder(tf.float32, [None], "advantages")
             ph["masks"] = tf.placeholder(tf.float32, [None], "masks")
+            if self.policy.use_recurrent:
+                m = self.policy.memory_size
+                ph["memory"] = tf.placeholder(tf.float32, [None, m], "memory")
+                if a.is_discrete:
+                    ph["prev_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "prev_action")
+                if not self.hyperparameters.shared_critic:
+                    ph["critic_memory"] = tf.placeholder(tf.float32, [None, m], "critic_memory")
             for s in self.signals:
                 ph[f"{s}_returns"] = tf.placeholder(tf.float32, [None], f"{s}_returns")
                 ph[f"{s}_value_estimates"] = tf.placeholder(tf.float32, [None], f"{s}_value_estimates")
@@ -187,10 +286,21 @@ class PPOOptimizer:
         spec = policy.spec
         network = self.settings.network_settings
         obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
-        actor: ActorTensors = build_actor(obs, shard.get("action_mask"), spec, network, policy.normalizers)
-        shared = actor.encoding if self.hyperparameters.shared_critic else None
-        values = build_critic(obs, spec, network, policy.normalizers, list(self.signals), shared)
         mask = shard["masks"]
+        recurrent = policy.use_recurrent
+        actor: ActorTensors = build_actor(
+            obs, shard.get("action_mask"), spec, network, policy.normalizers,
+            memory_in=shard.get("memory"), sequence_length=policy.sequence_length,
+            step_mask=mask if recurrent else None, prev_action=shard.get("prev_action"),
+        )
+        if self.uses_critic_memory:
+            values, _ = build_recurrent_critic(
+                obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
+                policy.sequence_length, mask,
+            )
+        else:
+            shared = actor.encoding if self.hyperparameters.shared_critic else None
+            values = build_critic(obs, spec, network, policy.normalizers, list(self.signals), shared)
         eps = self.epsilon
 
         log_prob = actor.log_prob(shard.get("continuous_action"), shard.get("discrete_action"))
@@ -235,7 +345,8 @@ class PPOOptimizer:
     # -------------------------------------------------------------- running
 
     def evaluate_values(self, obs: Sequence[np.ndarray]) -> Dict[str, np.ndarray]:
-        """Critic estimates for ``obs[i]`` ``[T, *shape]``: signal -> ``[T]`` (one run)."""
+        """Critic estimates for ``obs[i]`` ``[T, *shape]``: signal -> ``[T]`` (one run;
+        feed-forward critics only, see `trajectory_values`)."""
         if self._values_fn is None:
             self._values_fn = FastCallable(
                 self.policy.session, [self.values[s] for s in self.signals], self.policy.obs
@@ -243,8 +354,66 @@ class PPOOptimizer:
         out = self._values_fn(*obs)
         return {s: v for s, v in zip(self.signals, out)}
 
+    def trajectory_values(
+        self,
+        obs: Sequence[np.ndarray],
+        agent: Hashable,
+        done: bool,
+        actor_memory: Optional[np.ndarray] = None,
+        prev_actions: Optional[np.ndarray] = None,
+    ) -> Tuple[Dict[str, np.ndarray], Optional[np.ndarray]]:
+        """Critic estimates for one trajectory of ``agent`` plus its bootstrap observation.
+
+        Args:
+            obs: ``obs[i]`` ``[T + 1, *shape]``: the trajectory's observations, then the next one.
+            agent: the agent's key (whose critic memory to carry).
+            done: the agent's episode ended with this trajectory (its critic memory is dropped).
+            actor_memory: recurrent policies: ``[T, m]`` the actor's memories (shared critic).
+            prev_actions: recurrent + discrete: ``[T + 1, b]`` previous actions (shared critic).
+        Returns:
+            (signal -> ``[T + 1]`` values, ``[T, m]`` the critic memory each step started
+            from, or None when the critic has no memory of its own). Without memory this is
+            `evaluate_values`. With memory the whole trajectory is unrolled in one run from
+            the agent's critic memory (what evaluating it sequence by sequence and carrying
+            the memory gives), and the memory after its last step is kept for the agent's
+            next trajectory.
+        """
+        if not self.policy.use_recurrent:
+            return self.evaluate_values(obs), None
+        if self._trajectory_fn is None:
+            fetches = [self.values[s] for s in self.signals]
+            if self.uses_critic_memory:
+                feeds = list(self.policy.obs) + [self.critic_memory_in]
+                fetches.append(self.critic_memory_out)
+            else:
+                feeds = list(self.policy.obs) + [self.policy.memory_in]
+                if self.policy.prev_action is not None:
+                    feeds.append(self.policy.prev_action)
+            self._trajectory_fn = FastCallable(self.policy.session, fetches, feeds)
+        n = len(obs[0]) - 1
+        if not self.uses_critic_memory:
+            feeds = list(obs) + [actor_memory[:1]]
+            if self.policy.prev_action is not None:
+                feeds.append(prev_actions)
+            out = self._trajectory_fn(*feeds)
+            return {s: v for s, v in zip(self.signals, out)}, None
+        start = self.critic_memory_dict.get(agent)
+        if start is None:
+            start = np.zeros(self.policy.memory_size, np.float32)
+        out = self._trajectory_fn(*obs, start[None])
+        states = out[-1]  # [T + 1, m]: after each step (the last one: after the bootstrap obs)
+        memories = np.concatenate([start[None], states[: n - 1]], axis=0)
+        if done:
+            self.critic_memory_dict.pop(agent, None)
+        else:
+            self.critic_memory_dict[agent] = states[n - 1]
+        return {s: v for s, v in zip(self.signals, out[:-1])}, memories
+
     def _feeds(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict) -> List[object]:
-        feeds: List[object] = [minibatch[k] for k in self.placeholders]
+        length = self.policy.sequence_length
+        feeds: List[object] = [
+            minibatch[k][::length] if k in self.sequence_keys else minibatch[k] for k in self.placeholders
+        ]
         for key, ph in self.signal_placeholders.items():
             if ph not in extra_feed:
                 raise KeyError(f"no feed for reward-signal placeholder {key!r}")
@@ -269,7 +438,9 @@ class PPOOptimizer:
                     if (n.startswith(owner[group] + "/") if group in owner else "/" not in n)
                 ]
                 tensors = [self._stat_tensors[self._stat_names.index(n)] for n in names]
-                fn = FastCallable(self.policy.session, tensors, self._feed_list, targets, pool=UPDATE_POOL)
+                fn = FastCallable(
+                    self.policy.update_session, tensors, self._feed_list, targets, pool=UPDATE_POOL
+                )
                 self._separate_fns.append((names, fn))
         feeds = self._feeds(minibatch, step, extra_feed)
         stats: Dict[str, float] = {}
@@ -288,7 +459,11 @@ class PPOOptimizer:
         """
         if self._update_fn is None:
             self._update_fn = FastCallable(
-                self.policy.session, self._stat_tensors, self._feed_list, targets=[self._update_op], pool=UPDATE_POOL
+                self.policy.update_session,
+                self._stat_tensors,
+                self._feed_list,
+                targets=[self._update_op],
+                pool=UPDATE_POOL,
             )
         out = self._update_fn(*self._feeds(minibatch, step, extra_feed))
         self.update_runs += 1

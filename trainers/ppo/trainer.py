@@ -8,13 +8,13 @@ from __future__ import annotations
 import glob
 import os
 from collections import defaultdict
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae
+from trainers.buffer import AgentBuffer, get_gae, pad_trajectory
 from trainers.exceptions import CheckpointError
 from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
@@ -54,7 +54,11 @@ class PPOTrainer:
         seed: int,
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
+        cluster: Optional[Any] = None,
     ) -> None:
+        """``cluster``: a ``trainers.tf.cluster.Chief``; its towers replace ``devices``."""
+        if cluster is not None:
+            devices = cluster.tower_devices
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
@@ -76,6 +80,8 @@ class PPOTrainer:
         with self.policy.graph.as_default():
             self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
             self._init_op = tf.global_variables_initializer()
+            if cluster is not None:
+                self.policy.link_cluster(cluster.target, cluster.settings.workers)
         self.policy.graph.finalize()
         self.policy.session.run(self._init_op)
         self.buffer = AgentBuffer()
@@ -90,8 +96,15 @@ class PPOTrainer:
         if self.policy.normalize:
             self.policy.update_normalization(traj.obs)
         obs_all = [np.concatenate([o, n], axis=0) for o, n in zip(traj.obs, traj.next_obs)]
-        values = self.optimizer.evaluate_values(obs_all)
         n = len(traj)
+        recurrent = self.policy.use_recurrent
+        prev_all = None
+        if recurrent and traj.prev_action is not None:
+            # The bootstrap observation's previous action is the trajectory's last action.
+            prev_all = np.concatenate([traj.prev_action, traj.discrete_action[-1:]], axis=0)
+        values, critic_memory = self.optimizer.trajectory_values(
+            obs_all, traj.agent, traj.done, traj.memory, prev_all
+        )
         fields: Dict[str, np.ndarray] = {f"obs_{i}": o for i, o in enumerate(traj.obs)}
         if traj.continuous_action.shape[1]:
             fields["continuous_action"] = traj.continuous_action
@@ -126,6 +139,13 @@ class PPOTrainer:
             returns_acc[name] += float(rewards.sum())
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
         fields["advantages"] = total_adv
+        if recurrent:
+            fields["memory"] = traj.memory
+            if traj.prev_action is not None:
+                fields["prev_action"] = traj.prev_action
+            if critic_memory is not None:
+                fields["critic_memory"] = critic_memory
+            fields = pad_trajectory(fields, self.policy.sequence_length)
         self.buffer.add_fields(fields)
         if traj.done:
             for name, signal in self.signals.items():
@@ -153,13 +173,17 @@ class PPOTrainer:
         """
         hp = self.settings.hyperparameters
         adv = self.buffer["advantages"]
-        # Normalised over the whole update buffer (FACTS section 2).
-        self.buffer["advantages"] = ((adv - adv.mean()) / (adv.std() + 1e-10)).astype(np.float32)
+        # Normalised over the whole update buffer (FACTS section 2), real rows only (LSTM
+        # padding rows have mask 0 and stay 0).
+        valid = self.buffer["masks"] > 0
+        mean, std = adv[valid].mean(), adv[valid].std()
+        self.buffer["advantages"] = np.where(valid, (adv - mean) / (std + 1e-10), 0.0).astype(np.float32)
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
+        self.policy.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
-            for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, 1, keys):
+            for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
                 feed: FeedDict = {}
                 for signal in self.signals.values():
                     for ph, value in signal.prepare_update(minibatch, len(minibatch["masks"])).items():
@@ -170,6 +194,7 @@ class PPOTrainer:
                 for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
                 count += 1
+        self.policy.end_update()  # ... and come back
         self.buffer.clear()
         self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
@@ -223,7 +248,7 @@ class PPOTrainer:
             os.remove(path)
 
     def close(self) -> None:
-        self.policy.session.close()
+        self.policy.close()
 
     @property
     def is_training_done(self) -> bool:

@@ -8,11 +8,49 @@ the same thing; discrete actions become one-hot rows, one block per branch.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from envs.base_env import ActionSpec, BehaviorSpec
+from trainers.settings import NetworkSettings
 from trainers.tf import tf
 from trainers.tf.distributions import env_continuous
+from trainers.tf.normalizer import Normalizer
+
+if TYPE_CHECKING:
+    from trainers.policy import Policy
+
+
+def signal_network(
+    settings: Any, policy: "Policy", tf_era_layers: int, tf_era_normalized: bool = True
+) -> Tuple[NetworkSettings, Sequence[Optional[Normalizer]]]:
+    """The network of a learned signal (curiosity, GAIL) and the normalisers it reads through.
+
+    Without ``settings.network_settings`` (the TF era): ``encoding_size`` units,
+    ``tf_era_layers`` layers, the policy's visual encoder, and the policy's normalisers
+    when ``tf_era_normalized`` (else raw observations).
+    With it (ML-Agents 2.0): its ``hidden_units``, ``num_layers``, ``vis_encode_type`` and
+    activation; ``normalize: true`` reads observations through the policy's running
+    normalisation (the one this trainer keeps; the loader warns when the policy has none),
+    ``normalize: false`` reads them raw.
+    """
+    own: Optional[NetworkSettings] = settings.network_settings
+    if own is None:
+        network = NetworkSettings(
+            hidden_units=settings.encoding_size,
+            num_layers=tf_era_layers,
+            vis_encode_type=policy.settings.network_settings.vis_encode_type,
+            activation="swish",
+        )
+        raw = [None] * len(policy.normalizers)
+        return network, policy.normalizers if tf_era_normalized else raw
+    network = NetworkSettings(
+        hidden_units=own.hidden_units,
+        num_layers=own.num_layers,
+        vis_encode_type=own.vis_encode_type,
+        activation=own.activation,
+    )
+    normalizers = policy.normalizers if own.normalize else [None] * len(policy.normalizers)
+    return network, normalizers
 
 
 def obs_placeholders(spec: BehaviorSpec, prefix: str) -> List[tf.Tensor]:

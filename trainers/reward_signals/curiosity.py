@@ -2,9 +2,11 @@
 
 Networks (variable scope ``<name>/``, trained by their own Adam inside the one update run):
 
-* encoder ``phi``: *raw* observations (never the policy's normaliser, as ML-Agents) ->
-  ``[B, encoding_size]`` (the policy's visual encoder type, two swish layers); the same
-  weights encode ``s`` and ``s'``;
+* encoder ``phi``: *raw* observations (as ML-Agents' ICM: never the policy's normaliser,
+  whose drift would show up as novelty; ML-Agents 2.0 ``network_settings.normalize: true``
+  opts in, see `signal_network`) -> ``[B, encoding_size]`` (the policy's visual encoder
+  type, two swish layers; or the signal's own ``network_settings``); the same weights
+  encode ``s`` and ``s'``;
 * inverse model: ``[phi(s), phi(s')]`` -> the action taken (continuous: squared error in
   environment space, summed over dimensions; discrete: cross-entropy, summed over
   branches). It shapes ``phi`` to keep what the agent controls;
@@ -23,9 +25,9 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders
+from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, signal_network
 from trainers.reward_signals.base import RewardSignal, SignalTower
-from trainers.settings import CuriositySettings, NetworkSettings
+from trainers.settings import CuriositySettings
 from trainers.tf import tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense, swish
@@ -65,11 +67,9 @@ class CuriosityRewardSignal(RewardSignal):
         self.settings: CuriositySettings = settings
         spec = policy.spec
         self._num_obs = len(spec.observation_specs)
-        self._network = NetworkSettings(
-            hidden_units=settings.encoding_size,
-            num_layers=2,
-            vis_encode_type=policy.settings.network_settings.vis_encode_type,
-            activation="swish",
+        # Raw observations in the TF era (item 5 of issue 14), as ML-Agents' ICM.
+        self._network, self._normalizers = signal_network(
+            settings, policy, tf_era_layers=2, tf_era_normalized=False
         )
         with policy.graph.as_default():
             self._optimizer = tf.train.AdamOptimizer(settings.learning_rate, name=f"{name}_adam")
@@ -107,11 +107,8 @@ class CuriosityRewardSignal(RewardSignal):
         spec = self.policy.spec
         action_spec = spec.action_spec
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
-            # Raw observations, as ML-Agents' ICM: through the policy's normaliser, its drift
-            # would change phi(s) under a fixed state and show up as novelty.
-            raw = [None] * len(spec.observation_specs)
-            phi = build_body(obs, spec.observation_specs, self._network, raw, "encoder")
-            phi_next = build_body(next_obs, spec.observation_specs, self._network, raw, "encoder")
+            phi = build_body(obs, spec.observation_specs, self._network, self._normalizers, "encoder")
+            phi_next = build_body(next_obs, spec.observation_specs, self._network, self._normalizers, "encoder")
             actions = action_features(action_spec, continuous, discrete, raw_continuous=True)
 
             with tf.variable_scope("inverse"):
@@ -131,7 +128,7 @@ class CuriosityRewardSignal(RewardSignal):
 
             with tf.variable_scope("forward"):
                 hidden = dense(tf.concat([phi, actions], axis=1), MODEL_UNITS, "hidden", swish)
-                predicted_next = dense(hidden, self.settings.encoding_size, "next_encoding")
+                predicted_next = dense(hidden, self._network.hidden_units, "next_encoding")
                 forward_error = 0.5 * tf.reduce_sum(tf.square(predicted_next - phi_next), axis=1)
         return ICMTensors(forward_error, inverse_error)
 

@@ -47,9 +47,14 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from envs.demo import check_demo_spec, load_demonstration
 from envs.exceptions import DemoError
-from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, safe_mean
+from trainers.reward_signals._features import (
+    action_features,
+    action_placeholders,
+    obs_placeholders,
+    signal_network,
+)
 from trainers.reward_signals.base import FeedDict, RewardSignal, SignalTower
-from trainers.settings import GAILSettings, NetworkSettings
+from trainers.settings import GAILSettings
 from trainers.tf import tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense, swish
@@ -147,12 +152,9 @@ class GAILRewardSignal(RewardSignal):
         self.expert = load_expert_data(settings.demo_path, policy.behavior_name, spec)
         # The only state prepare_update touches: draws of the expert rows.
         self._rng = np.random.default_rng(seed)
-        self._network = NetworkSettings(
-            hidden_units=settings.encoding_size,
-            num_layers=1,
-            vis_encode_type=policy.settings.network_settings.vis_encode_type,
-            activation="swish",
-        )
+        # The discriminator has num_layers hidden layers in all: num_layers - 1 on the
+        # observations, then one on [encoding, actions, done].
+        self._network, self._normalizers = signal_network(settings, policy, tf_era_layers=2)
         with policy.graph.as_default():
             self._optimizer = tf.train.AdamOptimizer(settings.learning_rate, name=f"{name}_adam")
             self.beta: Optional[tf.Variable] = None
@@ -225,9 +227,12 @@ class GAILRewardSignal(RewardSignal):
         VAIL, ``z`` is ``mean + sigma * z_noise`` (``[B, Z_SIZE]`` standard normal), or the
         mean when ``z_noise`` is None (rewards, gradient penalty)."""
         spec = self.policy.spec
-        units = self.settings.encoding_size
+        units = self._network.hidden_units
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
-            encoded = build_body(obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder")
+            encoded = build_body(
+                obs, spec.observation_specs, self._network, self._normalizers, "encoder",
+                num_layers=self._network.num_layers - 1,
+            )
             joined = encoded if features is None else tf.concat([encoded, features], axis=1)
             hidden = dense(joined, units, "hidden", swish)
             kl = None
@@ -277,7 +282,9 @@ class GAILRewardSignal(RewardSignal):
         exp = self._discriminate(expert_obs, expert_act, noise.get("expert"))
 
         # -log D(expert) - log(1 - D(policy)), with log(1 - sigmoid(l)) = log_sigmoid(-l).
-        expert_term = safe_mean(tf.math.log_sigmoid(exp.logit))
+        # Expert rows are masked like the policy rows they are paired with (LSTM padding),
+        # so both means have the tower's weight and N towers equal one.
+        expert_term = masked_mean(tf.math.log_sigmoid(exp.logit), mask)
         policy_term = masked_mean(tf.math.log_sigmoid(-pol.logit), mask)
         discriminator_loss = -(expert_term + policy_term)
 
@@ -287,14 +294,14 @@ class GAILRewardSignal(RewardSignal):
         loss = discriminator_loss + GRADIENT_PENALTY_WEIGHT * penalty
         stats: Dict[str, tf.Tensor] = {
             "policy_estimate": masked_mean(pol.estimate, mask),
-            "expert_estimate": safe_mean(exp.estimate),
+            "expert_estimate": masked_mean(exp.estimate, mask),
             "discriminator_loss": discriminator_loss,
             "gradient_penalty": penalty,
         }
         if self.beta is not None:
             assert pol.kl is not None and exp.kl is not None
             # ML-Agents' kl_loss: the sum of the two sides' mean KLs (not their average).
-            kl = masked_mean(pol.kl, mask) + safe_mean(exp.kl)
+            kl = masked_mean(pol.kl, mask) + masked_mean(exp.kl, mask)
             loss = loss + self.beta * (kl - TARGET_MUTUAL_INFORMATION)
             stats["kl"] = kl
             stats["beta"] = tf.identity(self.beta)

@@ -110,5 +110,7 @@ def build_multi_categorical(
             lp = tf.nn.log_softmax(masked, axis=1)
             log_probs.append(lp)
             samples.append(tf.random.categorical(masked, 1, dtype=tf.int32))
-            argmaxes.append(tf.argmax(masked, axis=1, output_type=tf.int32)[:, None])
+            # expand_dims (ONNX Unsqueeze with an axes attribute up to opset 12), not
+            # [:, None] (a strided slice that tf2onnx converts only from opset 10).
+            argmaxes.append(tf.expand_dims(tf.argmax(masked, axis=1, output_type=tf.int32), 1))
     return MultiCategorical(log_probs, tf.concat(samples, axis=1), tf.concat(argmaxes, axis=1))

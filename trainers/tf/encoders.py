@@ -12,24 +12,36 @@ from envs.base_env import ObservationKind, ObservationSpec
 from trainers.exceptions import ConfigError
 from trainers.settings import NetworkSettings
 from trainers.tf import tf
-from trainers.tf.layers import Activation, conv2d, dense, flatten, get_activation, mlp
+from trainers.tf.layers import SWISH_BIAS_STD, Activation, conv2d, dense, flatten, get_activation, mlp
 from trainers.tf.normalizer import Normalizer
 
 # Smallest image side each encoder accepts (the convolutions must leave >= 1 pixel).
 MIN_RESOLUTION = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
 
 
+def _flatten_channels_first(x: tf.Tensor) -> tf.Tensor:
+    """``[B, H, W, C] -> [B, C*H*W]`` in channel-major order, as ML-Agents (NCHW) flattens.
+
+    The exported model takes NCHW images and tf2onnx runs the convolutions in NCHW, so
+    this transpose cancels against the one tf2onnx puts after the last convolution: the
+    ONNX graph has no Transpose for Barracuda's layout conversion to reorder, and its
+    flatten order is ML-Agents'. (Checkpoints of visual policies written before this
+    order changed load, but their first dense layer after the CNN sees permuted inputs.)
+    """
+    return flatten(tf.transpose(x, [0, 3, 1, 2]))
+
+
 def _simple(x: tf.Tensor, act: Activation) -> tf.Tensor:
     x = tf.nn.leaky_relu(conv2d(x, 16, 8, 4, "conv_0"))
     x = tf.nn.leaky_relu(conv2d(x, 32, 4, 2, "conv_1"))
-    return flatten(x)
+    return _flatten_channels_first(x)
 
 
 def _nature(x: tf.Tensor, act: Activation) -> tf.Tensor:
     x = tf.nn.leaky_relu(conv2d(x, 32, 8, 4, "conv_0"))
     x = tf.nn.leaky_relu(conv2d(x, 64, 4, 2, "conv_1"))
     x = tf.nn.leaky_relu(conv2d(x, 64, 3, 1, "conv_2"))
-    return flatten(x)
+    return _flatten_channels_first(x)
 
 
 def _resnet(x: tf.Tensor, act: Activation) -> tf.Tensor:
@@ -40,17 +52,17 @@ def _resnet(x: tf.Tensor, act: Activation) -> tf.Tensor:
             h = conv2d(tf.nn.relu(x), ch, 3, 1, f"stack_{i}/res_{j}/conv_0", padding="SAME")
             h = conv2d(tf.nn.relu(h), ch, 3, 1, f"stack_{i}/res_{j}/conv_1", padding="SAME")
             x = x + h
-    return flatten(tf.nn.relu(x))
+    return _flatten_channels_first(tf.nn.relu(x))
 
 
 def _match3(x: tf.Tensor, act: Activation) -> tf.Tensor:
     x = tf.nn.leaky_relu(conv2d(x, 35, 3, 1, "conv_0", padding="SAME"))
     x = tf.nn.leaky_relu(conv2d(x, 144, 3, 1, "conv_1", padding="SAME"))
-    return flatten(x)
+    return _flatten_channels_first(x)
 
 
 def _fully_connected(x: tf.Tensor, act: Activation) -> tf.Tensor:
-    return flatten(x)
+    return _flatten_channels_first(x)
 
 
 _VISUAL = {
@@ -73,18 +85,39 @@ def check_visual_sizes(specs: Sequence[ObservationSpec], encoder: str) -> None:
             )
 
 
+def body_bias_std(network: NetworkSettings, normalizers: Sequence[Optional[Normalizer]]) -> float:
+    """Spread of the body layers' initial biases: SWISH_BIAS_STD for swish on normalised
+    vector observations, else 0.
+
+    Normalised observations have zero mean; with zero biases every swish unit then starts
+    centred on 0 (spread ~0.3 under orthogonal init), where swish is x/2 + x^2/4, so all
+    units compute the same near-linear function of the observation. On Gymnasium
+    Acrobot-v1 (normalize on) PPO stayed at -500 for 200k steps in 3 of 3 seeds; without
+    normalisation, or normalising without centring, or with these biases, it learns (4 of
+    4 seeds above -250 at 120k; README, "Swish on normalised observations"). Raw
+    observations keep their own offsets (Acrobot's cos terms sit near 1), and tanh is odd
+    and centred on 0, so both keep ML-Agents' zero biases (with biases, tanh on Acrobot
+    learned later).
+    """
+    if network.activation == "swish" and any(n is not None for n in normalizers):
+        return SWISH_BIAS_STD
+    return 0.0
+
+
 def build_body(
     obs: Sequence[tf.Tensor],
     specs: Sequence[ObservationSpec],
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
     name: str,
+    num_layers: Optional[int] = None,
 ) -> tf.Tensor:
     """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
 
     Vector observations are normalised (when a normalizer is given) and concatenated; each
     visual observation goes through its own CNN to ``hidden_units``; the concatenation then
-    goes through ``num_layers`` dense layers.
+    goes through ``num_layers`` dense layers (the argument, when given, else the network's;
+    0 leaves the joined encodings as they are).
     """
     act = get_activation(network.activation)
     parts = []
@@ -97,4 +130,5 @@ def build_body(
             else:
                 parts.append(norm.normalize(x) if norm is not None else x)
         joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
-        return mlp(joined, network.hidden_units, network.num_layers, act, "body")
+        layers = network.num_layers if num_layers is None else num_layers
+        return mlp(joined, network.hidden_units, layers, act, "body", body_bias_std(network, normalizers))

@@ -27,33 +27,49 @@ def get_activation(name: str) -> Activation:
     return ACTIVATIONS[name]
 
 
+#: Standard deviation of the initial biases of swish layers on normalised observations
+#: (see `trainers.tf.encoders.body_bias_std`).
+SWISH_BIAS_STD = 1.0
+
+
 def dense(
     x: tf.Tensor,
     units: int,
     name: str,
     activation: Optional[Activation] = None,
     gain: float = float(np.sqrt(2.0)),
+    bias_std: float = 0.0,
 ) -> tf.Tensor:
     """Fully connected layer ``[B, in] -> [B, units]`` with orthogonal init.
 
     ``gain`` follows common PPO practice: sqrt(2) for hidden layers, 0.01 for policy
     outputs (so the initial policy is near uniform / near zero mean), 1 for value heads.
+    Biases start at 0, or drawn from N(0, bias_std^2) when ``bias_std`` > 0.
     """
     in_size = int(x.shape[-1])
     with tf.variable_scope(name):
         kernel = tf.get_variable(
             "kernel", [in_size, units], dtype=x.dtype, initializer=tf.orthogonal_initializer(gain)
         )
-        bias = tf.get_variable("bias", [units], dtype=x.dtype, initializer=tf.zeros_initializer())
+        bias = tf.get_variable(
+            "bias",
+            [units],
+            dtype=x.dtype,
+            initializer=(
+                tf.random_normal_initializer(0.0, bias_std) if bias_std > 0 else tf.zeros_initializer()
+            ),
+        )
     y = tf.matmul(x, kernel) + bias
     return activation(y) if activation is not None else y
 
 
-def mlp(x: tf.Tensor, hidden_units: int, num_layers: int, activation: Activation, name: str) -> tf.Tensor:
+def mlp(
+    x: tf.Tensor, hidden_units: int, num_layers: int, activation: Activation, name: str, bias_std: float = 0.0
+) -> tf.Tensor:
     """``num_layers`` dense layers of ``hidden_units``: ``[B, in] -> [B, hidden_units]``."""
     with tf.variable_scope(name):
         for i in range(num_layers):
-            x = dense(x, hidden_units, f"dense_{i}", activation)
+            x = dense(x, hidden_units, f"dense_{i}", activation, bias_std=bias_std)
     return x
 
 

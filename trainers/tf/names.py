@@ -12,6 +12,8 @@ MODEL_EXPORT_VERSION = 3
 
 ACTION_MASKS = "action_masks"
 RECURRENT_IN = "recurrent_in"
+# Discrete + LSTM: the previous action, one column per branch (the TF-era input name).
+PREV_ACTION = "prev_action"
 SEQUENCE_LENGTH = "sequence_length"
 
 VERSION_NUMBER = "version_number"

@@ -18,7 +18,7 @@ def count_cpu_devices(devices: Sequence[str]) -> int:
     needed = 1
     for d in devices:
         low = d.lower()
-        if "cpu:" in low:
+        if "cpu:" in low and not low.startswith("/job:"):  # a cluster worker's device is not ours
             needed = max(needed, int(low.rsplit(":", 1)[1]) + 1)
     return needed
 
@@ -62,6 +62,10 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
         threads = min(threads, os.cpu_count() or 2)
     config.session_inter_op_thread_pool.add(num_threads=max(2, threads))
     config.gpu_options.allow_growth = True
+    if any(d.startswith("/job:") for d in devices):
+        # Cluster towers (trainers/tf/cluster.py): this local session runs only the
+        # inference side; the towers on other jobs' devices are never placed here.
+        config.graph_options.place_pruned_graph = True
     return config
 
 

@@ -140,10 +140,14 @@ def build_towers(
         devices: tower devices, e.g. ``("/cpu:0", "/cpu:1")``.
         sequence_length: rows per sequence (split unit).
         sequence_keys: batch keys with one row per sequence.
-        variable_device: where variables live (default: the first tower device).
+        variable_device: where variables live (default: the first tower device; for
+            cluster towers, on ``/job:...`` devices, no device: the distributed master
+            places them on its own task, the chief).
     """
     devices = tuple(devices)
-    var_device = variable_device or devices[0]
+    if variable_device is None:
+        variable_device = "" if devices[0].startswith("/job:") else devices[0]
+    var_device = variable_device
     shards = split_by_sequence(batch, len(devices), sequence_length, sequence_keys)
     outputs: List[TowerOutput] = []
     tower_grads: List[Dict[str, List[Optional[tf.Tensor]]]] = []

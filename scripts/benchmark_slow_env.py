@@ -1,0 +1,108 @@
+"""Throughput on a slow env: ``--num-envs`` 1 vs 2 and ``threaded`` false vs true.
+
+The env is the built-in Simple (discrete) with ``step_delay_ms`` (every step sleeps that
+long, like a Unity build rendering); PPO with an update that costs about as much per step
+as a 1 ms env step (hidden 256 x 2, 10 epochs of 64-sample minibatches over 2048
+experiences). Each configuration trains ``--steps`` agent steps; the four run back to back,
+``--repeats`` times in alternating order, and the best steps/s of each is kept (other
+processes on the machine slow some runs down). Steps/s is measured over the training loop
+(after graph building and env start).
+
+    python scripts/benchmark_slow_env.py [--steps=8192] [--delay-ms=1] [--repeats=2]
+
+Prints one row per configuration and the ratios the goals refer to: num_envs 2 / 1 (>= 1.7)
+and threaded / not (>= 1.3).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Dict, Tuple
+
+import yaml
+
+HIDDEN, LAYERS, EPOCHS, BATCH, BUFFER = 256, 2, 10, 64, 2048
+
+
+def config(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> dict:
+    return {
+        "behaviors": {
+            "Simple": {
+                "trainer_type": "ppo",
+                "hyperparameters": {
+                    "batch_size": BATCH, "buffer_size": BUFFER, "num_epoch": EPOCHS,
+                    "learning_rate": 3.0e-4, "learning_rate_schedule": "constant",
+                },
+                "network_settings": {"hidden_units": HIDDEN, "num_layers": LAYERS},
+                "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
+                "max_steps": steps,
+                "time_horizon": 64,
+                "summary_freq": 100000,
+                "checkpoint_interval": 10**7,
+                "threaded": threaded,
+            }
+        },
+        "env_settings": {
+            "env_path": "builtin:Simple",
+            "env_args": {"continuous": 0, "discrete": 1, "step_delay_ms": delay_ms},
+            "num_envs": num_envs,
+            "seed": 1,
+        },
+    }
+
+
+def run(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> Tuple[float, Dict[str, float]]:
+    """Loop steps/s and the timers of one training run."""
+    from trainers.learn import run_training
+    from trainers.settings import load_settings
+
+    with tempfile.TemporaryDirectory(prefix="bench_slow_") as folder:
+        path = os.path.join(folder, "config.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config(delay_ms, num_envs, threaded, steps), f)
+        options = load_settings(path, {"run_id": "bench", "results_dir": folder})
+        run_training(options)
+        with open(os.path.join(folder, "bench", "run_logs", "timers.json")) as f:
+            timers = json.load(f)
+    return steps / timers["total"], timers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8192)
+    parser.add_argument("--delay-ms", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    import trainers.controller  # noqa: F401  (TensorFlow's import stays out of the figures)
+
+    variants = [(1, False), (2, False), (1, True), (2, True)]
+    best: Dict[Tuple[int, bool], float] = {}
+    splits: Dict[Tuple[int, bool], Dict[str, float]] = {}
+    print(f"builtin:Simple step_delay_ms={args.delay_ms:g}, PPO {HIDDEN}x{LAYERS}, {EPOCHS} epochs, "
+          f"batch {BATCH}, buffer {BUFFER}, {args.steps} steps per run, best of {args.repeats} "
+          f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
+    for r in range(args.repeats):
+        for variant in variants if r % 2 == 0 else variants[::-1]:
+            rate, timers = run(args.delay_ms, variant[0], variant[1], args.steps)
+            if rate > best.get(variant, 0.0):
+                best[variant], splits[variant] = rate, timers
+    for (num_envs, threaded), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        t = splits[(num_envs, threaded)]
+        print(f"  num_envs={num_envs} threaded={str(threaded).lower():<5}  {rate:7.0f} steps/s   "
+              f"(loop {t['total']:.1f} s: env {t['env']:.1f}, inference {t['inference']:.1f}, "
+              f"update {t['update']:.1f}, waiting for updates {t['update_wait']:.2f}, swaps {t['swap'] * 1000:.0f} ms)")
+    print(f"  num_envs 2 / 1: {best[(2, False)] / best[(1, False)]:.2f}x unthreaded, "
+          f"{best[(2, True)] / best[(1, True)]:.2f}x threaded")
+    print(f"  threaded / not: {best[(1, True)] / best[(1, False)]:.2f}x with 1 env, "
+          f"{best[(2, True)] / best[(2, False)]:.2f}x with 2 envs")
+
+
+if __name__ == "__main__":
+    start = time.perf_counter()
+    main()
+    print(f"  ({time.perf_counter() - start:.0f} s in all)")
+    sys.exit(0)

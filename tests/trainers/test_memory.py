@@ -1,0 +1,362 @@
+"""Recurrent policies: the LSTM, the actor's and the critic's memories (seed 2), sequences in
+the buffer, learning on the Memory env, export and inference with memories, both configs."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+from trainer_test_utils import config_path
+
+from envs.base_env import ActionTuple
+from envs.builtin import Memory
+from trainers.buffer import pad_trajectory
+from trainers.ppo.trainer import PPOTrainer
+from trainers.settings import MemorySettings, NetworkSettings, PPOSettings, TrainerSettings
+from trainers.stats import StatsReporter
+from trainers.tf import tf
+from trainers.tf.lstm import lstm_sequences, lstm_trajectory
+from trainers.trajectory import AgentProcessor
+
+MEMORY_SIZE = 8
+SEQ = 4
+
+
+def recurrent_settings(shared_critic: bool = False, **hyper) -> TrainerSettings:
+    hp = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=1, shared_critic=shared_critic)
+    hp.update(hyper)
+    return TrainerSettings(
+        hyperparameters=PPOSettings(**hp),
+        network_settings=NetworkSettings(
+            hidden_units=16, num_layers=1, memory=MemorySettings(memory_size=MEMORY_SIZE, sequence_length=SEQ)
+        ),
+        max_steps=1000,
+        time_horizon=7,  # trajectories of an episode span several chunks
+    )
+
+
+def rollout(trainer: PPOTrainer, env: Memory, steps: int):
+    """Drives ``env`` like the controller (one worker): -> the emitted trajectories, in order."""
+    name = "Memory"
+    processor = AgentProcessor(trainer.spec, trainer.settings.time_horizon)
+    env.reset()
+    out = []
+    for _ in range(steps):
+        decision, terminal = env.get_steps(name)
+        trajectories, _ = processor.add_terminal(0, terminal)
+        trainer.policy.forget_agents([(0, a) for a in terminal.agent_id.tolist()])
+        trajectories += processor.add_decision(0, decision)
+        out.extend(trajectories)
+        keys = [(0, a) for a in decision.agent_id.tolist()]
+        obs = [np.array(o) for o in decision.obs]
+        info = trainer.policy.act(obs, None, agent_keys=keys)
+        masks = np.ones((len(decision), sum(trainer.spec.action_spec.discrete_branches)), np.float32)
+        processor.add_actions(
+            0, decision, obs, info.raw_continuous, info.discrete,
+            masks if trainer.spec.action_spec.is_discrete else None, info.log_probs, info.memory, info.prev_action,
+        )
+        env.set_actions(name, ActionTuple(info.env_continuous, info.discrete))
+        env.step()
+    return out
+
+
+def make_trainer(env: Memory, settings: TrainerSettings, devices=("/cpu:0",)) -> PPOTrainer:
+    spec = env.behavior_specs["Memory"]
+    return PPOTrainer("Memory", spec, settings, StatsReporter("Memory", []), 0, devices)
+
+
+# ------------------------------------------------------------------------- cell
+
+
+def test_lstm_forms_agree_and_padding_keeps_the_memory():
+    """The training unroll, the one-trajectory scan and padded sequences give the same
+    outputs; masked (padding) steps leave the memory unchanged."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 3)).astype(np.float32)
+    m0 = rng.normal(size=(1, MEMORY_SIZE)).astype(np.float32)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        xs = tf.placeholder(tf.float32, [None, 3])
+        mem = tf.placeholder(tf.float32, [None, MEMORY_SIZE])
+        mask = tf.placeholder(tf.float32, [None])
+        with tf.variable_scope("n", reuse=tf.AUTO_REUSE):
+            full_out, full_mem = lstm_sequences(xs, mem, 6, MEMORY_SIZE, "lstm")
+            seq_out, seq_mem = lstm_sequences(xs, mem, 4, MEMORY_SIZE, "lstm", mask)
+            traj_out, traj_states = lstm_trajectory(xs, mem, MEMORY_SIZE, "lstm")
+        sess.run(tf.global_variables_initializer())
+        a, am = sess.run([full_out, full_mem], {xs: x, mem: m0})
+        b, states = sess.run([traj_out, traj_states], {xs: x, mem: m0})
+        # 6 steps as 2 sequences of 4: [pad, pad, x0, x1], [x2 .. x5], the second from the
+        # memory after x1 (as the buffer stores it).
+        padded = pad_trajectory({"x": x, "masks": np.ones(6, np.float32)}, 4)
+        mem_starts = np.concatenate([m0, states[1:2]])
+        c, cm = sess.run([seq_out, seq_mem], {xs: padded["x"], mem: mem_starts, mask: padded["masks"]})
+    np.testing.assert_allclose(b, a, atol=1e-6)
+    np.testing.assert_allclose(states[-1:], am, atol=1e-6)
+    np.testing.assert_allclose(c[2:], a, atol=1e-6)
+    np.testing.assert_allclose(cm[0], states[1], atol=1e-6)  # the padding did not move the memory
+    np.testing.assert_allclose(cm[1], states[-1], atol=1e-6)
+    assert padded["masks"].tolist() == [0, 0, 1, 1, 1, 1, 1, 1]
+
+
+def test_pad_trajectory_fields():
+    fields = {
+        "memory": np.arange(6, dtype=np.float32).reshape(3, 2),
+        "action_mask": np.zeros((3, 2), np.float32),
+        "masks": np.ones(3, np.float32),
+        "obs_0": np.ones((3, 1), np.float32),
+    }
+    out = pad_trajectory(fields, 4)
+    assert out["memory"].tolist() == [[0, 1], [0, 1], [2, 3], [4, 5]]
+    assert out["action_mask"][0].tolist() == [1, 1]
+    assert out["masks"].tolist() == [0, 1, 1, 1]
+    assert out["obs_0"][:, 0].tolist() == [0, 1, 1, 1]
+
+
+# ------------------------------------------------------------- critic memories
+
+
+@pytest.fixture(scope="module")
+def episode_run():
+    env = Memory(continuous=0, discrete=1, num_agents=2, seed=3)
+    trainer = make_trainer(env, recurrent_settings())
+    trajectories = rollout(trainer, env, 40)
+    yield trainer, trajectories
+    trainer.close()
+    env.close()
+
+
+def test_critic_memory_carried_across_chunks_equals_one_unroll(episode_run):
+    """Chunks of one episode (time_horizon 7) evaluated in order, carrying the agent's
+    critic memory, give the values and memories of one unroll over the whole episode;
+    the memory starts at zero and is dropped when the episode ends."""
+    trainer, trajectories = episode_run
+    opt = trainer.optimizer
+    agent = trajectories[0].agent
+    episode = []
+    for traj in trajectories:
+        if traj.agent != agent:
+            continue
+        episode.append(traj)
+        if traj.done:
+            break
+    assert len(episode) >= 2 and episode[-1].done, [len(t) for t in episode]
+    opt.critic_memory_dict.clear()
+    chunk_values, chunk_memories = [], []
+    for traj in episode:
+        obs_all = [np.concatenate([o, n]) for o, n in zip(traj.obs, traj.next_obs)]
+        values, memories = opt.trajectory_values(obs_all, ("chunks",), traj.done)
+        chunk_values.append(values["extrinsic"][:-1])
+        chunk_memories.append(memories)
+        if not traj.done:
+            # The memory kept for the next chunk is the one its first step starts from.
+            assert ("chunks",) in opt.critic_memory_dict
+    assert ("chunks",) not in opt.critic_memory_dict  # dropped at the episode end
+    whole = [np.concatenate([t.obs[i] for t in episode] + [episode[-1].next_obs[i]]) for i in range(len(trainer.spec.observation_specs))]
+    values, memories = opt.trajectory_values(whole, ("whole",), True)
+    np.testing.assert_allclose(np.concatenate(chunk_values), values["extrinsic"][:-1], atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(chunk_memories), memories, atol=1e-6)
+    assert not np.any(memories[0])  # zero at the episode start
+    assert np.all(np.abs(memories[1:]).sum(axis=1) > 0)
+
+
+@pytest.mark.parametrize(
+    "env_kwargs,shared",
+    [
+        (dict(continuous=0, discrete=1), False),
+        (dict(continuous=1, discrete=1), False),
+        (dict(continuous=0, discrete=1), True),
+    ],
+    ids=["discrete", "hybrid", "shared-critic"],
+)
+def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
+    """Fed the stored memories of each sequence start (actor ``memory``, critic
+    ``critic_memory``) and previous actions, the training graph recomputes exactly the
+    log-probabilities the actions were sampled with and the values the targets were
+    computed from: ratio 1 and, with returns set to the stored values, value loss 0."""
+    env = Memory(num_agents=2, seed=5, **env_kwargs)
+    trainer = make_trainer(env, recurrent_settings(shared))
+    for traj in rollout(trainer, env, 60):
+        trainer.process_trajectory(traj)
+    buf = trainer.buffer
+    assert buf.num_experiences % SEQ == 0 and buf.num_experiences > 60  # padded sequences
+    assert ("critic_memory" in buf) is (not shared)
+    assert float(buf["masks"].sum()) < buf.num_experiences
+    batch = {k: buf[k] for k in trainer.optimizer.placeholders}
+    batch["extrinsic_returns"] = batch["extrinsic_value_estimates"]
+    stats = trainer.optimizer.update(batch, 0, {})
+    assert stats["approx_kl"] < 1e-10, stats
+    assert stats["clip_fraction"] == 0.0
+    assert stats["value_loss"] < 1e-10, stats
+    trainer.close()
+    env.close()
+
+
+def test_update_buffer_by_sequences(episode_run):
+    """The update shuffles whole sequences: every minibatch is sequences of SEQ rows whose
+    first row carries the sequence's stored memory."""
+    trainer, trajectories = episode_run
+    for traj in trajectories:
+        trainer.process_trajectory(traj)
+    rows = trainer.buffer.num_experiences
+    # Tag every row with its index, to see which rows each minibatch takes.
+    trainer.buffer["row"] = np.arange(rows)
+    seen = []
+    for mb in trainer.buffer.minibatches(8, np.random.default_rng(0), SEQ, ["row", "memory", "masks"]):
+        idx = mb["row"].reshape(-1, SEQ)
+        assert np.all(idx[:, 0] % SEQ == 0) and np.all(np.diff(idx, axis=1) == 1)
+        seen.extend(idx[:, 0].tolist())
+    num_seq = rows // SEQ
+    assert len(seen) == len(set(seen)) == num_seq - num_seq % 2  # each sequence at most once
+    assert set(seen) <= set(range(0, rows, SEQ))
+    trainer.buffer.clear()
+
+
+# -------------------------------------------------------------------- learning
+
+
+def reward_rows(results, run_id: str, behavior: str = "Memory"):
+    path = os.path.join(results, run_id, behavior, "stats.csv")
+    with open(path) as f:
+        return [(int(r["step"]), float(r["mean"])) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
+
+
+def memory_config(tmp_path, memory: bool = True, **replace: str) -> str:
+    """config/ppo/Memory.yaml with one checkpoint (one export) at 4000 steps, optionally
+    without the memory section, with text replacements."""
+    text = open(config_path("Memory.yaml")).read().replace("checkpoint_interval: 2000", "checkpoint_interval: 4000")
+    if not memory:
+        start = text.index("      memory:")
+        end = text.index("sequence_length: 16") + len("sequence_length: 16\n")
+        text = text[:start] + text[end:]
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    path = tmp_path / ("memory.yaml" if memory else "feed_forward.yaml")
+    path.write_text(text)
+    return str(path)
+
+
+def test_memory_env_needs_the_lstm_and_the_export_plays(run_cli, tmp_path):
+    """PPO + LSTM solves Memory (> 0.9); the same budget without memory stays far below;
+    the exported ONNX model, its memories fed back per agent, plays it as well."""
+    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--max-steps=4000")
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, "lstm")
+    assert rows[-1][1] > 0.9, rows
+    code, _, err = run_cli(memory_config(tmp_path, memory=False), "--run-id=ff", "--max-steps=4000")
+    assert code == 0, err
+    ff = reward_rows(run_cli.results, "ff")
+    assert ff[-1][1] < 0.5, ff
+    model = os.path.join(run_cli.results, "lstm", "Memory", "Memory.onnx")
+    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--inference", f"--model={model}", "--max-steps=300")
+    assert code == 0, err
+    played = reward_rows(run_cli.results, "lstm")
+    assert played[-1][0] == 300 and played[-1][1] > 0.9, played
+
+
+@pytest.mark.slow
+def test_memory_resume_mid_run_and_checkpoint_inference(run_cli, tmp_path):
+    """Stopped at 2000 steps and resumed to 4000, the LSTM run reaches > 0.9; --inference
+    from the checkpoint (TF policy, memories per agent) plays > 0.9."""
+    config = memory_config(tmp_path, **{"checkpoint_interval: 4000": "checkpoint_interval: 2000"})
+    code, out, err = run_cli(config, "--run-id=resume", "--max-steps=2000")
+    assert code == 0, err
+    code, out, err = run_cli(config, "--run-id=resume", "--resume", "--max-steps=4000")
+    assert code == 0, err
+    assert "Step: 3000" in out and reward_rows(run_cli.results, "resume")[-1][1] > 0.9
+    code, out, err = run_cli(config, "--run-id=resume", "--inference", "--max-steps=300")
+    assert code == 0, err
+    assert reward_rows(run_cli.results, "resume")[-1][1] > 0.9
+
+
+CURIOSITY = "      curiosity: {strength: 0.02, gamma: 0.99, encoding_size: 16, learning_rate: 3.0e-3}\n"
+LSTM = "      num_layers: 1\n      memory:\n        memory_size: 32\n        sequence_length: 16\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["curiosity", "gail-bc", "hybrid"])
+def test_recurrent_policies_with_other_signals_and_actions_learn(run_cli, tmp_path, case):
+    """LSTM + curiosity (Memory), LSTM + GAIL + BC from the recorded Memory demo (Memory),
+    LSTM + hybrid actions (Simple): each > 0.9 at the end."""
+    behavior = "Memory"
+    if case == "curiosity":
+        extrinsic = "      extrinsic: {strength: 1.0, gamma: 0.99}\n"
+        config = memory_config(tmp_path, **{extrinsic: extrinsic + CURIOSITY})
+        args = ["--max-steps=4000"]
+    elif case == "gail-bc":
+        config = config_path("Memory_gail.yaml")
+        args = []
+    else:
+        text = open(config_path("Simple_hybrid.yaml")).read().replace("      num_layers: 1\n", LSTM, 1)
+        config = str(tmp_path / "hybrid.yaml")
+        open(config, "w").write(text)
+        args, behavior = [], "Simple"
+    code, out, err = run_cli(config, f"--run-id={case}", *args)
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, case, behavior)
+    assert rows[-1][1] > 0.9, rows
+
+
+def test_flat_config_trains_with_memory(run_cli, tmp_path):
+    """The TF-era flat keys use_recurrent / memory_size / sequence_length."""
+    config = tmp_path / "flat.yaml"
+    config.write_text(
+        "default:\n  trainer: ppo\n  batch_size: 32\n  buffer_size: 128\n  hidden_units: 16\n  num_layers: 1\n"
+        "  max_steps: 300\n  time_horizon: 16\n  summary_freq: 100\n"
+        "Memory:\n  use_recurrent: true\n  memory_size: 16\n  sequence_length: 8\n"
+    )
+    code, out, err = run_cli(str(config), "--run-id=flat", "--env=builtin:Memory")
+    assert code == 0, err
+    resolved = open(os.path.join(run_cli.results, "flat", "configuration.yaml")).read()
+    assert "memory_size: 16" in resolved and "sequence_length: 8" in resolved
+    assert reward_rows(run_cli.results, "flat")
+    with open(os.path.join(run_cli.results, "flat", "run_logs", "training_status.json")) as f:
+        assert json.load(f)
+
+
+# ----------------------------------------------------------------------- export
+
+
+@pytest.mark.parametrize("env_kwargs", [dict(continuous=0, discrete=2), dict(continuous=2, discrete=0)], ids=["discrete", "continuous"])
+def test_recurrent_export_parity_over_a_rollout(tmp_path, env_kwargs):
+    """ONNX and frozen graph follow the live graph over 20 steps with memories fed back
+    (1e-5), with the ML-Agents 2.0 recurrent contract."""
+    import onnx
+
+    from trainers.export import RECURRENT_CHECK_STEPS, ExportError, export_policy
+    from trainers.tf import names
+
+    env = Memory(num_agents=2, seed=1, **env_kwargs)
+    trainer = make_trainer(env, recurrent_settings())
+    for traj in rollout(trainer, env, 40):
+        trainer.process_trajectory(traj)
+    trainer.update()  # weights away from their initial values
+    result = export_policy(trainer.policy, str(tmp_path))
+    assert RECURRENT_CHECK_STEPS == 20
+    for runtime in ("onnx", "pb"):
+        assert result.diffs[runtime][names.RECURRENT_OUT] <= 1e-5
+    assert result.max_diff <= 1e-5
+    model = onnx.load(result.onnx_path)
+    inputs = {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    assert inputs[names.RECURRENT_IN] == [names.ONNX_BATCH_DIM, 1, MEMORY_SIZE]
+    assert [o.name for o in model.graph.output][-1] == names.RECURRENT_OUT
+    assert (names.PREV_ACTION in inputs) is bool(env_kwargs["discrete"])
+    with pytest.raises(ExportError, match="without legacy names"):
+        export_policy(trainer.policy, str(tmp_path / "legacy"), legacy_names=True)
+    from trainers.onnx_policy import OnnxPolicy
+
+    played = OnnxPolicy(result.onnx_path, trainer.spec)
+    assert played.memory_size == MEMORY_SIZE
+    # The ONNX policy carries each agent's memory like the TF policy.
+    rng = np.random.default_rng(0)
+    keys = [("a",), ("b",)]
+    for _ in range(5):
+        obs = [rng.normal(size=(2,) + o.shape).astype(np.float32) for o in trainer.spec.observation_specs]
+        a = played.act(obs, agent_keys=keys)
+        b = trainer.policy.act(obs, deterministic=True, agent_keys=keys)
+        np.testing.assert_allclose(a.env_continuous, b.env_continuous, atol=1e-5)
+        np.testing.assert_array_equal(a.discrete, b.discrete)
+    trainer.close()
+    env.close()
+

@@ -1,0 +1,162 @@
+"""``threaded: true``: updates in a thread, the acting copy, learning, SIGINT mid-update."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+from trainer_test_utils import config_path, make_spec, random_obs, small_settings
+
+from trainers.ppo.trainer import PPOTrainer
+from trainers.stats import StatsReporter
+from trainers.threaded import BackgroundUpdater
+from trainers.trajectory import Trajectory
+
+
+def _threaded_config(tmp_path, name: str = "Simple_discrete.yaml", **behavior) -> str:
+    with open(config_path(name)) as f:
+        cfg = yaml.safe_load(f)
+    for section in cfg["behaviors"].values():
+        section["threaded"] = True
+        section.update(behavior)
+    path = tmp_path / f"threaded_{name}"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _rewards(results, run_id: str, behavior: str):
+    with open(os.path.join(results, run_id, behavior, "stats.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return [(int(r["step"]), float(r["mean"])) for r in rows if r["tag"] == "Environment/Cumulative Reward"], rows
+
+
+def _trajectory(spec, n: int, rng: np.random.Generator) -> Trajectory:
+    return Trajectory(
+        agent=(0, 0), obs=random_obs(spec, n, rng), next_obs=random_obs(spec, 1, rng),
+        continuous_action=np.zeros((n, 0), np.float32), discrete_action=rng.integers(0, 3, (n, 1)).astype(np.int32),
+        action_mask=None, log_probs=np.full(n, -1.1, np.float32), rewards=rng.normal(size=n).astype(np.float32),
+        done=True, interrupted=False,
+    )
+
+
+def test_acting_weights_change_only_at_the_swap(tmp_path) -> None:
+    from dataclasses import replace
+
+    spec = make_spec(branches=(3,), vector=3)
+    settings = replace(small_settings(buffer_size=64, batch_size=16, num_epoch=3), threaded=True)
+    trainer = PPOTrainer("B", spec, settings, StatsReporter("B", []), seed=3)
+    updater = BackgroundUpdater(trainer)
+    trainer.policy.sync_acting_weights()
+    rng = np.random.default_rng(0)
+    probe = random_obs(spec, 256, rng)
+
+    def acting_probs() -> np.ndarray:
+        # The acting copy's deterministic action for many observations: a weight fingerprint.
+        return trainer.policy.act(probe, deterministic=True).discrete.copy()
+
+    before = acting_probs()
+    updater.process(_trajectory(spec, 64, rng))
+    assert trainer.ready_to_update
+    release = threading.Event()
+    original = trainer.optimizer.update
+
+    def gated_update(*args, **kwargs):
+        release.wait(10)  # holds the update open while the controller side acts
+        return original(*args, **kwargs)
+
+    trainer.optimizer.update = gated_update  # type: ignore[method-assign]
+    updater.start()
+    assert updater.busy
+    updater.process(_trajectory(spec, 8, rng))  # queued: the buffer belongs to the update
+    assert trainer.buffer.num_experiences == 64
+    release.set()
+    deadline = time.monotonic() + 30
+    while updater._thread is not None and updater._thread.is_alive():
+        np.testing.assert_array_equal(acting_probs(), before)  # never a mix, never the new weights
+        assert time.monotonic() < deadline
+    np.testing.assert_array_equal(acting_probs(), before)  # update done, not yet swapped
+    assert updater.poll() is not None and updater.version == 1
+    assert trainer.buffer.num_experiences == 8  # the queued trajectory, processed after the swap
+    # The trained actor (named outputs, what export freezes) and the acting copy agree now.
+    assert not np.array_equal(acting_probs(), before)
+    policy = trainer.policy
+    trained = policy.session.run(
+        policy.deterministic_discrete, {policy.obs[0]: probe[0], policy.action_masks: np.ones((256, 3), np.float32)}
+    )
+    np.testing.assert_array_equal(acting_probs(), trained)
+    # The acting copy is not in checkpoints: a threaded checkpoint loads unthreaded and back.
+    prefix = trainer.save(str(tmp_path / "ckpt"))
+    import tensorflow as tf
+
+    names = [n for n, _ in tf.train.list_variables(prefix)]
+    assert names and not any(n.startswith("acting") for n in names)
+    plain = PPOTrainer("B", spec, small_settings(buffer_size=64, batch_size=16, num_epoch=3), StatsReporter("B", []), 4)
+    plain.load(prefix)
+    np.testing.assert_array_equal(plain.policy.act(probe, deterministic=True).discrete, trained)
+    trainer.close()
+    plain.close()
+
+
+def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:
+    code, out, err = run_cli(_threaded_config(tmp_path), "--run-id=threaded")
+    assert code == 0, err
+    rewards, rows = _rewards(run_cli.results, "threaded", "Simple")
+    assert rewards[-1][1] > 0.9, rewards
+    lagged = [float(r["mean"]) for r in rows if r["tag"] == "Policy/Lagged Experience Fraction"]
+    assert lagged and all(0.0 <= x <= 1.0 for x in lagged)
+    timers = json.loads((run_cli.results / "threaded" / "run_logs" / "timers.json").read_text())
+    assert len(timers["update_durations"]) >= 30 and timers["swap"] > 0
+
+
+def test_sigint_during_a_threaded_update_saves_after_it_and_resumes(run_cli, tmp_path, monkeypatch) -> None:
+    events = []
+    original_update, original_save = PPOTrainer.update, PPOTrainer.save
+
+    def slow_update(self):
+        events.append("update start")
+        if events.count("update start") == 3:  # SIGINT arrives while this update runs
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            time.sleep(1.0)
+        result = original_update(self)
+        events.append("update end")
+        return result
+
+    def save(self, directory):
+        events.append("save")
+        return original_save(self, directory)
+
+    monkeypatch.setattr(PPOTrainer, "update", slow_update)
+    monkeypatch.setattr(PPOTrainer, "save", save)
+    path = _threaded_config(tmp_path, checkpoint_interval=100000)
+    code, out, err = run_cli(path, "--run-id=sigint", "--max-steps=3000")
+    assert code == 0, err
+    assert "Interrupted by signal 2" in out
+    # The run waited for the update in flight, then saved once: never mid-update.
+    assert events[-3:] == ["update start", "update end", "save"], events
+    assert events.count("update start") == 3
+    with open(run_cli.results / "sigint" / "run_logs" / "training_status.json") as f:
+        status = json.load(f)["behaviors"]["Simple"]
+    step = status["step"]
+    assert 0 < step < 3000 and status["final_checkpoint"]["steps"] == step
+    assert (run_cli.results / "sigint" / "Simple" / f"checkpoint-{step}.index").exists()
+
+    monkeypatch.setattr(PPOTrainer, "update", original_update)
+    code, out, err = run_cli(path, "--run-id=sigint", "--max-steps=3000", "--resume")
+    assert code == 0, err
+    rewards, _ = _rewards(run_cli.results, "sigint", "Simple")
+    assert rewards[-1][0] == 3000 and rewards[-1][1] > 0.9, rewards
+    assert f"Step: {(step // 500 + 1) * 500}." in out  # continued from the checkpoint
+
+
+@pytest.mark.slow
+def test_threaded_cartpole_reaches_475(run_cli, tmp_path) -> None:
+    code, out, err = run_cli(_threaded_config(tmp_path, "CartPole.yaml"), "--run-id=cartpole_threaded")
+    assert code == 0, err
+    rewards, _ = _rewards(run_cli.results, "cartpole_threaded", "CartPole-v1")
+    assert max(r for _, r in rewards[-3:]) >= 475, rewards

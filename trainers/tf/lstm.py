@@ -1,0 +1,117 @@
+"""The LSTM of recurrent policies and critics, written over ``get_variable`` (no Keras).
+
+Memory layout (ML-Agents / TF-era ``LSTMStateTuple(c, h)``): one vector
+``memory = concat(c, h)`` of ``memory_size`` floats, so ``memory_size`` is even and the
+LSTM has ``memory_size // 2`` units; its output (the encoding the heads read) is ``h``.
+
+Three ways to run the same weights:
+
+* `lstm_sequences`: training. Rows ``[S * L, in]`` are ``S`` sequences of ``L`` (static)
+  consecutive steps; ``memory_in`` ``[S, memory_size]`` is each sequence's initial memory.
+  Unrolled in Python (``L`` cell copies), so there is no loop op in the graph. With a
+  ``step_mask`` ``[S * L]`` (0 on the left padding of a trajectory's first sequence), a
+  masked step leaves the state unchanged: the first real step then starts from exactly
+  the stored memory, as it did when the action was sampled.
+* the same with ``L = 1``: inference (one step per agent, ``S`` = agents). This is what is
+  exported (no loop op for tf2onnx).
+* `lstm_trajectory`: one trajectory of dynamic length ``T`` from one memory (``tf.scan``),
+  returning every intermediate memory: the critic's value estimates of a trajectory and
+  the critic memory at each step in one run.
+
+The cell (forget-gate bias initialised to 1)::
+
+    i, f, g, o = split(x W_x + h W_h + b)
+    c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
+    h' = sigmoid(o) * tanh(c')
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from trainers.tf import tf
+
+
+def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Variable, tf.Variable]:
+    with tf.variable_scope(name):
+        kernel_x = tf.get_variable(
+            "kernel_x", [in_size, 4 * units], tf.float32, tf.glorot_uniform_initializer()
+        )
+        kernel_h = tf.get_variable("kernel_h", [units, 4 * units], tf.float32, tf.orthogonal_initializer())
+        bias_init = np.zeros(4 * units, np.float32)
+        bias_init[units : 2 * units] = 1.0  # forget gate: remember by default
+        bias = tf.get_variable("bias", [4 * units], tf.float32, tf.constant_initializer(bias_init))
+    return kernel_x, kernel_h, bias
+
+
+def _cell(xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, kernel_h: tf.Tensor, units: int) -> Tuple[tf.Tensor, tf.Tensor]:
+    """One step from the precomputed input projection ``xw`` ``[B, 4u]``: -> (c', h')."""
+    gates = xw + tf.matmul(h, kernel_h)
+    i, f, g, o = tf.split(gates, 4, axis=1)
+    c_new = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    h_new = tf.sigmoid(o) * tf.tanh(c_new)
+    return c_new, h_new
+
+
+def lstm_sequences(
+    x: tf.Tensor,
+    memory_in: tf.Tensor,
+    sequence_length: int,
+    memory_size: int,
+    name: str,
+    step_mask: Optional[tf.Tensor] = None,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Runs ``S`` sequences of ``L`` steps.
+
+    Args:
+        x: ``[S * L, in]`` inputs, sequence-major (rows ``s * L .. s * L + L - 1``).
+        memory_in: ``[S, memory_size]`` initial ``concat(c, h)`` per sequence.
+        sequence_length: ``L`` (static).
+        memory_size: even.
+        name: variable scope of the weights.
+        step_mask: optional ``[S * L]`` float, 0 where a step must not change the state.
+    Returns:
+        ``([S * L, memory_size // 2]`` outputs ``h``, ``[S, memory_size]`` final memories).
+    """
+    units = memory_size // 2
+    in_size = int(x.shape[-1])
+    kernel_x, kernel_h, bias = _weights(in_size, units, name)
+    length = int(sequence_length)
+    xw = tf.reshape(tf.matmul(x, kernel_x) + bias, [-1, length, 4 * units])
+    mask = None if step_mask is None else tf.reshape(step_mask, [-1, length, 1])
+    c, h = memory_in[:, :units], memory_in[:, units:]
+    outputs = []
+    for t in range(length):
+        c_new, h_new = _cell(xw[:, t], c, h, kernel_h, units)
+        if mask is not None:
+            # m * new + (1 - m) * old is exact for m in {0, 1}.
+            m = mask[:, t]
+            c_new = m * c_new + (1.0 - m) * c
+            h_new = m * h_new + (1.0 - m) * h
+        c, h = c_new, h_new
+        outputs.append(h)
+    out = tf.reshape(tf.stack(outputs, axis=1), [-1, units]) if length > 1 else outputs[0]
+    return out, tf.concat([c, h], axis=1)
+
+
+def lstm_trajectory(x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: str) -> Tuple[tf.Tensor, tf.Tensor]:
+    """One trajectory of dynamic length from one memory.
+
+    Args:
+        x: ``[T, in]``; memory_in: ``[1, memory_size]``.
+    Returns:
+        ``([T, memory_size // 2]`` outputs ``h``, ``[T, memory_size]`` the memory *after*
+        each step).
+    """
+    units = memory_size // 2
+    kernel_x, kernel_h, bias = _weights(int(x.shape[-1]), units, name)
+    xw = tf.matmul(x, kernel_x) + bias
+
+    def step(state: tf.Tensor, xw_t: tf.Tensor) -> tf.Tensor:
+        c, h = state[None, :units], state[None, units:]
+        c_new, h_new = _cell(xw_t[None, :], c, h, kernel_h, units)
+        return tf.concat([c_new, h_new], axis=1)[0]
+
+    states = tf.scan(step, xw, initializer=memory_in[0])
+    return states[:, units:], states
