@@ -19,11 +19,11 @@ import numpy as np
 from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
-from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import CheckpointEntry, StatsReporter, TrainingStatus, behavior_dir_name
+from trainers.trainer_base import Trainer
 from trainers.trajectory import AgentProcessor
 
-CheckpointHook = Callable[[PPOTrainer, str], None]
+CheckpointHook = Callable[[Trainer, str], None]
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Timers:
 
 @dataclass
 class BehaviorState:
-    trainer: PPOTrainer
+    trainer: Trainer
     processor: AgentProcessor
     stats: StatsReporter
     checkpoint_dir: str
@@ -76,7 +76,7 @@ class TrainerController:
     def __init__(
         self,
         env: EnvManager,
-        trainers: Mapping[str, PPOTrainer],
+        trainers: Mapping[str, Trainer],
         stats: Mapping[str, StatsReporter],
         run_dir: str,
         status: TrainingStatus,

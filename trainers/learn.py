@@ -161,7 +161,9 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     from envs.env_manager import make_env_manager
     from trainers.controller import TrainerController
     from trainers.ppo.trainer import PPOTrainer
+    from trainers.sac.trainer import SACTrainer
     from trainers.settings import write_resolved_config
+    from trainers.trainer_base import Trainer
     from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
 
     ckpt = options.checkpoint_settings
@@ -193,7 +195,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     env = make_env_manager(
         env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed
     )
-    trainers: Dict[str, PPOTrainer] = {}
+    trainers: Dict[str, Trainer] = {}
+    trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
     reporters: Dict[str, StatsReporter] = {}
     try:
         specs = env.behavior_specs
@@ -216,12 +219,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         ]
         for name, spec in specs.items():
             settings = options.behavior_settings(name)
-            if settings.trainer_type != "ppo":
-                raise ConfigError(
-                    f"behaviors.{name}.trainer_type: {settings.trainer_type!r} is not available yet (use ppo)"
-                )
             reporters[name] = StatsReporter(name, writers)
-            trainer = PPOTrainer(name, spec, settings, reporters[name], seed, devices, cpu)
+            trainer = trainer_classes[settings.trainer_type](name, spec, settings, reporters[name], seed, devices, cpu)
             trainers[name] = trainer
             if model is not None:
                 _load_onnx_policy(trainer, model, name, spec, len(specs))

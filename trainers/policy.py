@@ -21,7 +21,6 @@ from trainers.tf.distributions import (
     MultiCategorical,
     build_gaussian,
     build_multi_categorical,
-    env_continuous,
 )
 from trainers.tf.encoders import build_body, check_visual_sizes
 from trainers.tf.normalizer import Normalizer, build_normalizer
@@ -69,15 +68,21 @@ def build_actor(
     spec: BehaviorSpec,
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
+    squashed: bool = False,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
     Used for the inference copy and for every training tower, so their weights are one.
+    ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
         action_spec = spec.action_spec
-        cont = build_gaussian(encoding, action_spec.continuous_size) if action_spec.is_continuous else None
+        cont = (
+            build_gaussian(encoding, action_spec.continuous_size, squashed)
+            if action_spec.is_continuous
+            else None
+        )
         disc = (
             build_multi_categorical(encoding, action_spec.discrete_branches, action_masks)
             if action_spec.is_discrete
@@ -92,7 +97,7 @@ class ActionInfo:
 
     Attributes:
         env_continuous: ``[N, c]`` float32 in [-1, 1] (what the env receives).
-        raw_continuous: ``[N, c]`` float32 unclipped sample (what PPO's ratio uses).
+        raw_continuous: ``[N, c]`` float32 unclipped, unsquashed sample (what buffers store).
         discrete: ``[N, b]`` int32.
         log_probs: ``[N]`` float32 joint log-probability of the sampled action.
     """
@@ -101,6 +106,11 @@ class ActionInfo:
     raw_continuous: np.ndarray
     discrete: np.ndarray
     log_probs: np.ndarray
+
+
+def is_squashed(settings: TrainerSettings) -> bool:
+    """Whether the behavior's actor is the tanh-squashed Gaussian (SAC, as in ML-Agents)."""
+    return settings.trainer_type == "sac"
 
 
 def _int_const(value: Sequence[int] | int, name: str) -> tf.Tensor:
@@ -129,6 +139,9 @@ class Policy:
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
+        #: SAC's actor: tanh-squashed Gaussian with a state-dependent log std. Every copy
+        #: of the actor (towers, BC, export) is built with this flag.
+        self.squashed = is_squashed(settings)
         self.graph = tf.Graph()
         action_spec: ActionSpec = spec.action_spec
         with self.graph.as_default():
@@ -153,7 +166,9 @@ class Policy:
             )
             self._step_ph = tf.placeholder(tf.int64, [], name="set_step")
             self._step_assign = tf.assign(self.global_step, self._step_ph)
-            self.actor = build_actor(self.obs, self.action_masks, spec, network, self.normalizers)
+            self.actor = build_actor(
+                self.obs, self.action_masks, spec, network, self.normalizers, self.squashed
+            )
             self._build_outputs(action_spec)
         self.session = make_session(self.graph, devices, cpu_only)
         self._act: Optional[Callable[..., list]] = None
@@ -169,10 +184,12 @@ class Policy:
         self.discrete = self.deterministic_discrete = None
         if actor.continuous is not None:
             self.raw_continuous = tf.identity(actor.continuous.sample, name=names.RAW_CONTINUOUS_ACTIONS)
-            self.env_continuous = tf.identity(env_continuous(self.raw_continuous), name=names.CONTINUOUS_ACTIONS)
+            self.env_continuous = tf.identity(
+                actor.continuous.to_env(self.raw_continuous), name=names.CONTINUOUS_ACTIONS
+            )
             _int_const(action_spec.continuous_size, names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
             self.deterministic_continuous = tf.identity(
-                env_continuous(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS
+                actor.continuous.to_env(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS
             )
         if actor.discrete is not None:
             self.discrete = tf.identity(actor.discrete.sample, name=names.DISCRETE_ACTIONS)

@@ -110,7 +110,9 @@ class CuriosityRewardSignal(RewardSignal):
             phi_next = build_body(
                 next_obs, spec.observation_specs, self._network, self.policy.normalizers, "encoder"
             )
-            actions = action_features(action_spec, continuous, discrete, raw_continuous=True)
+            actions = action_features(
+                action_spec, continuous, discrete, raw_continuous=True, squashed=self.policy.squashed
+            )
 
             with tf.variable_scope("inverse"):
                 hidden = dense(tf.concat([phi, phi_next], axis=1), MODEL_UNITS, "hidden", swish)

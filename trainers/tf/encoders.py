@@ -79,12 +79,14 @@ def build_body(
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
     name: str,
+    extra: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
 
     Vector observations are normalised (when a normalizer is given) and concatenated; each
     visual observation goes through its own CNN to ``hidden_units``; the concatenation then
-    goes through ``num_layers`` dense layers.
+    goes through ``num_layers`` dense layers. ``extra`` ``[B, k]`` (SAC's Q networks: the
+    action) joins the concatenation before those layers.
     """
     act = get_activation(network.activation)
     parts = []
@@ -96,5 +98,7 @@ def build_body(
                     parts.append(dense(h, network.hidden_units, "dense", act))
             else:
                 parts.append(norm.normalize(x) if norm is not None else x)
+        if extra is not None:
+            parts.append(extra)
         joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
         return mlp(joined, network.hidden_units, network.num_layers, act, "body")

@@ -1,0 +1,90 @@
+"""What every trainer of one behavior shares (PPO and SAC): episode statistics, the saver,
+checkpoints (save, restore, prune) and shutdown.
+
+Moved here from ``ppo/trainer.py`` when SAC arrived; a trainer subclass builds its policy,
+optimizer and modules in the policy's graph, then calls `Trainer._finish_graph`.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import TYPE_CHECKING, Sequence
+
+from trainers.exceptions import CheckpointError
+from trainers.settings import TrainerSettings
+from trainers.stats import StatsReporter
+from trainers.tf import tf
+from trainers.trajectory import EpisodeEnd
+
+if TYPE_CHECKING:
+    from trainers.policy import Policy
+
+
+class Trainer:
+    """Base of `PPOTrainer` and `SACTrainer`: checkpoints, episode stats, shutdown.
+
+    Subclasses set ``policy`` (and ``step``/``episodes`` start at 0 here).
+    """
+
+    policy: "Policy"
+
+    def __init__(self, behavior_name: str, settings: TrainerSettings, stats: StatsReporter) -> None:
+        self.behavior_name = behavior_name
+        self.settings = settings
+        self.stats = stats
+        self.step = 0
+        self.episodes = 0  # finished episodes, over resumes (training_status.json)
+
+    def _finish_graph(self) -> None:
+        """Saver and initializer of every variable, then finalises the graph and runs init."""
+        with self.policy.graph.as_default():
+            self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
+            self._init_op = tf.global_variables_initializer()
+        self.policy.graph.finalize()
+        self.policy.session.run(self._init_op)
+
+    def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
+        self.episodes += len(episodes)
+        for ep in episodes:
+            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
+            self.stats.add_stat("Environment/Episode Length", float(ep.length))
+
+    # ------------------------------------------------------------- checkpoints
+
+    def checkpoint_prefix(self, directory: str, step: int) -> str:
+        return os.path.join(directory, f"checkpoint-{step}")
+
+    def save(self, directory: str) -> str:
+        """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""
+        os.makedirs(directory, exist_ok=True)
+        self.policy.set_step(self.step)
+        prefix = self.checkpoint_prefix(directory, self.step)
+        self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
+        return prefix
+
+    def load(self, prefix: str, reset_step: bool = False) -> None:
+        """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
+        if not glob.glob(prefix + ".index"):
+            raise CheckpointError(f"{prefix}: checkpoint not found")
+        try:
+            self._saver.restore(self.policy.session, prefix)
+        except (tf.errors.OpError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({first})") from None
+        if reset_step:
+            self.policy.set_step(0)
+            self.step = 0
+        else:
+            self.step = self.policy.get_step()
+
+    @staticmethod
+    def delete_checkpoint(prefix: str) -> None:
+        for path in glob.glob(prefix + ".*"):
+            os.remove(path)
+
+    def close(self) -> None:
+        self.policy.session.close()
+
+    @property
+    def is_training_done(self) -> bool:
+        return self.step >= self.settings.max_steps
