@@ -69,17 +69,19 @@ def build_actor(
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
     squashed: bool = False,
+    noise: Optional[tf.Tensor] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
     Used for the inference copy and for every training tower, so their weights are one.
-    ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`).
+    ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`); ``noise``
+    ``[B, c]``: the continuous sample's standard-normal noise, fed (None: drawn in-graph).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
         action_spec = spec.action_spec
         cont = (
-            build_gaussian(encoding, action_spec.continuous_size, squashed)
+            build_gaussian(encoding, action_spec.continuous_size, squashed, noise)
             if action_spec.is_continuous
             else None
         )

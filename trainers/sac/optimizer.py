@@ -157,7 +157,7 @@ class SACOptimizer:
                 soft = [tf.assign(t, (1.0 - tau) * t + tau * v) for t, v in zip(target, live)]
                 step_update = tf.assign(policy.global_step, self.current_step)
             self.init_target_op = tf.group(*[tf.assign(t, v) for t, v in zip(target, live)], name="sac_target_init")
-            self._sac_op = tf.group(*sac_applies, *soft, step_update)
+            self.sac_op = tf.group(*sac_applies, *soft, step_update)
             signal_ops: List[tf.Operation] = []
             for group in self._wiring.groups.values():
                 signal_ops.append(self.towers.apply_ops[group])
@@ -168,6 +168,10 @@ class SACOptimizer:
             self._signal_stat_names = [n for n in names_ if "/" in n]
             self._sac_stats = [self.towers.stats[n] for n in self._sac_stat_names[:-1]] + [self.learning_rate]
             self._signal_stats = [self.towers.stats[n] for n in self._signal_stat_names]
+            # The full run's fetches and targets (scripts/check_towers.py traces them).
+            self._stat_names = self._sac_stat_names + self._signal_stat_names
+            self._stat_tensors = self._sac_stats + self._signal_stats
+            self._update_op = tf.group(self.sac_op, *self._signal_ops)
             # Value estimates of trajectories (Policy/<Signal> Value Estimate): V on the
             # inference placeholders.
             values = build_state_network(
@@ -199,6 +203,8 @@ class SACOptimizer:
             a = spec.action_spec
             if a.is_continuous:
                 ph["continuous_action"] = tf.placeholder(tf.float32, [None, a.continuous_size], "continuous_action")
+                # The reparameterised sample's noise, fed, so N towers match 1 tower.
+                ph["sac_noise"] = tf.placeholder(tf.float32, [None, a.continuous_size], "sac_noise")
             if a.is_discrete:
                 ph["discrete_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "discrete_action")
                 ph["action_mask"] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], "action_mask")
@@ -241,7 +247,9 @@ class SACOptimizer:
         obs = [shard[f"obs_{i}"] for i in range(n_obs)]
         next_obs = [shard[f"next_obs_{i}"] for i in range(n_obs)]
         mask = shard["masks"]
-        actor: ActorTensors = build_actor(obs, shard.get("action_mask"), spec, network, norms, squashed=True)
+        actor: ActorTensors = build_actor(
+            obs, shard.get("action_mask"), spec, network, norms, squashed=True, noise=shard.get("sac_noise")
+        )
 
         # The policy's entropy term H(s) [B] (alpha held constant) and its raw log-probs.
         entropy_term = 0.0
@@ -253,15 +261,19 @@ class SACOptimizer:
         if actor.continuous is not None:
             sampled = actor.continuous.sample
             logp_c = actor.continuous.log_prob(sampled)
-            alpha_c = tf.exp(self.log_alpha_continuous)
+            # One read of log alpha per tower, and the entropy loss written through
+            # log(alpha) so that its gradient needs that read: the apply of log alpha then
+            # waits for every use of alpha in this run (a d/d(log alpha) of
+            # log_alpha * x would not, and the other losses could read the updated value).
+            alpha_c = tf.exp(tf.identity(self.log_alpha_continuous))
             entropy_term += tf.stop_gradient(alpha_c) * logp_c
             neg_entropy += logp_c
             entropy_loss += -masked_mean(
-                self.log_alpha_continuous * tf.stop_gradient(logp_c + self.targets["continuous"]), mask
+                tf.log(alpha_c) * tf.stop_gradient(logp_c + self.targets["continuous"]), mask
             )
             alpha_stats.append(alpha_c)
         if actor.discrete is not None:
-            alpha_d = tf.exp(self.log_alpha_discrete)
+            alpha_d = tf.exp(tf.identity(self.log_alpha_discrete))  # one read (see above)
             probs = [tf.exp(lp) for lp in actor.discrete.log_probs]
             for b, (p, lp) in enumerate(zip(probs, actor.discrete.log_probs)):
                 # Masked actions: p = 0 exactly, so p * log p = 0 (not NaN: log p is finite).
@@ -269,25 +281,24 @@ class SACOptimizer:
                 entropy_term += tf.stop_gradient(alpha_d[b]) * plogp
                 neg_entropy += plogp
                 entropy_loss += -masked_mean(
-                    self.log_alpha_discrete[b] * tf.stop_gradient(plogp + self.targets["discrete"][b]), mask
+                    tf.log(alpha_d[b]) * tf.stop_gradient(plogp + self.targets["discrete"][b]), mask
                 )
                 alpha_stats.append(alpha_d[b])
 
-        # Q on the replayed actions and on the policy's sample, in one pass of 2B rows.
+        # Q on the replayed actions and on the policy's sample: two passes (one pass of 2B
+        # rows costs the same forward but twice the backward: each loss reads one half).
         discrete_action = shard.get("discrete_action")
+
+        def q_net(scope: str, action: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
+            return build_state_network(scope, obs, spec, network, norms, signal_names, self._q_outputs, action)
+
         if sampled is not None:
-            batch = tf.shape(mask)[0]
-            both_obs = [tf.concat([o, o], axis=0) for o in obs]
-            both_act = tf.concat([tf.tanh(shard["continuous_action"]), tf.tanh(sampled)], axis=0)
-            q1 = build_state_network(Q1_SCOPE, both_obs, spec, network, norms, signal_names, self._q_outputs, both_act)
-            q2 = build_state_network(Q2_SCOPE, both_obs, spec, network, norms, signal_names, self._q_outputs, both_act)
-            q1_data = {s: q[:batch] for s, q in q1.items()}
-            q2_data = {s: q[:batch] for s, q in q2.items()}
-            q1_pi = {s: q[batch:] for s, q in q1.items()}
-            q2_pi = {s: q[batch:] for s, q in q2.items()}
+            data_action, pi_action = tf.tanh(shard["continuous_action"]), tf.tanh(sampled)
+            q1_data, q2_data = q_net(Q1_SCOPE, data_action), q_net(Q2_SCOPE, data_action)
+            q1_pi, q2_pi = q_net(Q1_SCOPE, pi_action), q_net(Q2_SCOPE, pi_action)
         else:
-            q1_data = q1_pi = build_state_network(Q1_SCOPE, obs, spec, network, norms, signal_names, self._q_outputs)
-            q2_data = q2_pi = build_state_network(Q2_SCOPE, obs, spec, network, norms, signal_names, self._q_outputs)
+            q1_data = q1_pi = q_net(Q1_SCOPE, None)
+            q2_data = q2_pi = q_net(Q2_SCOPE, None)
         values = build_state_network(VALUE_SCOPE, obs, spec, network, norms, signal_names, 1)
         target_next = build_state_network(TARGET_SCOPE, next_obs, spec, network, norms, signal_names, 1)
 
@@ -359,11 +370,11 @@ class SACOptimizer:
                 fetches = self._sac_stats + self._signal_stats + list(extra_fetches)
                 fn = FastCallable(
                     self.policy.session, fetches, self._feed_list + list(extra_feeds),
-                    targets=[self._sac_op, *self._signal_ops, *extra_targets], pool=UPDATE_POOL,
+                    targets=[self.sac_op, *self._signal_ops, *extra_targets], pool=UPDATE_POOL,
                 )
             else:
                 fn = FastCallable(
-                    self.policy.session, self._sac_stats, self._sac_feed_list, targets=[self._sac_op], pool=UPDATE_POOL
+                    self.policy.session, self._sac_stats, self._sac_feed_list, targets=[self.sac_op], pool=UPDATE_POOL
                 )
             self._fns[with_signals] = fn
         feeds: List[object] = [minibatch[k] for k in self.placeholders]

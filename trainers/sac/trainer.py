@@ -85,7 +85,7 @@ class SACTrainer(Trainer):
             # One BC minibatch joins the update run, after the SAC applies.
             self.bc = BCModule(
                 self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, 1, seed,
-                after=[self.optimizer._sac_op],
+                after=[self.optimizer.sac_op],
             )
         self._finish_graph()
         self.optimizer.init_targets()
@@ -161,6 +161,10 @@ class SACTrainer(Trainer):
         counts: Dict[str, int] = defaultdict(int)
         while self._due(self.update_steps, hp.steps_per_update):
             batch = self.replay.sample(hp.batch_size, self.rng)
+            if self.spec.action_spec.is_continuous:
+                batch["sac_noise"] = self.rng.standard_normal(
+                    (hp.batch_size, self.spec.action_spec.continuous_size), dtype=np.float32
+                )
             for name, signal in self.signals.items():
                 batch[f"{name}_rewards"] = signal.evaluate(batch, self.has_updated)
             with_signals = bool(self._learned_signals or self.bc is not None) and self._due(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from trainers.tf import tf
 from trainers.tf.layers import dense
@@ -70,10 +70,14 @@ class Gaussian:
         return tf.tanh(raw) if self.squashed else env_continuous(raw)
 
 
-def build_gaussian(encoding: tf.Tensor, size: int, squashed: bool = False) -> Gaussian:
+def build_gaussian(
+    encoding: tf.Tensor, size: int, squashed: bool = False, noise: Optional[tf.Tensor] = None
+) -> Gaussian:
     """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``.
 
     ``squashed`` (SAC): the log std is a second head on the encoding (state-dependent).
+    ``noise`` ``[B, size]``: standard-normal noise fed from outside (SAC's towers, so that
+    1 and N towers draw the same sample); None: drawn in the graph.
     """
     with tf.variable_scope("continuous"):
         mean = dense(encoding, size, "mu", gain=0.01)
@@ -82,7 +86,9 @@ def build_gaussian(encoding: tf.Tensor, size: int, squashed: bool = False) -> Ga
         else:
             log_std_raw = tf.get_variable("log_std", [size], encoding.dtype, tf.zeros_initializer())
     log_std = tf.clip_by_value(log_std_raw, LOG_STD_MIN, LOG_STD_MAX)
-    sample = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+    if noise is None:
+        noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+    sample = mean + tf.exp(log_std) * noise
     return Gaussian(mean, log_std, sample, squashed)
 
 
