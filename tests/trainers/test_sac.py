@@ -341,9 +341,9 @@ def test_export_of_the_squashed_actor_is_verified(tmp_path, kind):
 
 
 BAD = [
-    ("tau: 0", "behaviors.Simple.hyperparameters.tau"),
-    ("tau: 1.5", "behaviors.Simple.hyperparameters.tau"),
-    ("batch_size: 64\n      buffer_size: 32", "batch_size"),
+    ("{tau: 0}", "behaviors.Simple.hyperparameters.tau"),
+    ("{tau: 1.5}", "behaviors.Simple.hyperparameters.tau"),
+    ("{batch_size: 64, buffer_size: 32}", "behaviors.Simple.hyperparameters.batch_size: must not exceed buffer_size"),
 ]
 
 
@@ -354,8 +354,7 @@ def test_bad_sac_settings_are_one_line(run_cli, tmp_path, line, expected):
         behaviors:
           Simple:
             trainer_type: sac
-            hyperparameters:
-              {line}
+            hyperparameters: {line}
         env_settings:
           env_path: builtin:Simple
         """))
