@@ -17,11 +17,12 @@ policy sample ``u~ ~ pi(.|s)`` (reparameterised), with
 
     Q loss_i   = 0.5 mean_k mean (Q_i,k(s, u, a_d) - [r_k + gamma_k (1 - terminal_k) V'_k(s')])^2
     V loss     = 0.5 mean_k mean (V_k(s) - [E_{a_d~pi} min_i Q_i,k(s, u~, a_d) - H(s)])^2
-    policy     = mean (H(s) - mean_k E_{a_d~pi} min_i Q_i,k(s, u~, a_d))
+    policy     = mean (H(s) - mean_k E_{a_d~pi} Q_1,k(s, u~, a_d))
     entropy    = -mean (log alpha_c [log pi_c(u~|s) + target_c])
                  - sum_b mean (log alpha_b [sum_a pi_b log pi_b + target_b])
 
-with brackets held constant (stop-gradient), ``terminal_k = 0`` for signals that ignore
+with brackets held constant (stop-gradient), the policy loss on ``Q1`` as in ML-Agents (the
+value target takes the minimum of both, which is what curbs over-estimation), ``terminal_k = 0`` for signals that ignore
 terminal states (curiosity), ``target_c = -(continuous size)`` and
 ``target_b = 0.2 log(branch size)`` (ML-Agents' target entropies; a masked action has
 probability 0 and adds 0 to ``sum_a pi log pi``), one learned ``log alpha`` for the
@@ -311,7 +312,7 @@ class SACOptimizer:
             min_q = self._q_expected(tf.minimum(q1_pi[s], q2_pi[s]), probs)
             v_backup = tf.stop_gradient(min_q - entropy_term)
             value_losses.append(0.5 * masked_mean(tf.square(values[s][:, 0] - v_backup), mask))
-            policy_q.append(min_q)
+            policy_q.append(self._q_expected(q1_pi[s], probs))
         k = float(len(signal_names))
         q1_loss = tf.add_n(q1_losses) / k
         q2_loss = tf.add_n(q2_losses) / k
