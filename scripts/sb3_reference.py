@@ -29,29 +29,8 @@ from stable_baselines3.common.monitor import Monitor
 TOTAL_TIMESTEPS = 100_000
 
 
-class TimedPPO(PPO):
-    """PPO that accumulates wall time spent in collect_rollouts and train."""
-
-    rollout_s = 0.0
-    train_s = 0.0
-
-    def collect_rollouts(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return super().collect_rollouts(*args, **kwargs)
-        finally:
-            self.rollout_s += time.perf_counter() - t0
-
-    def train(self):
-        t0 = time.perf_counter()
-        try:
-            return super().train()
-        finally:
-            self.train_s += time.perf_counter() - t0
-
-
-class TimedSAC(SAC):
-    """SAC that accumulates wall time spent in collect_rollouts and train."""
+class Timed:
+    """Mixin: accumulates wall time spent in collect_rollouts and train."""
 
     rollout_s = 0.0
     train_s = 0.0
@@ -69,6 +48,14 @@ class TimedSAC(SAC):
             return super().train(*args, **kwargs)
         finally:
             self.train_s += time.perf_counter() - t0
+
+
+class TimedPPO(Timed, PPO):
+    pass
+
+
+class TimedSAC(Timed, SAC):
+    pass
 
 
 SAC_TIMESTEPS = 20_000

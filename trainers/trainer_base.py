@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from trainers.exceptions import CheckpointError
 from trainers.settings import TrainerSettings
@@ -18,6 +18,7 @@ from trainers.trajectory import EpisodeEnd
 
 if TYPE_CHECKING:
     from trainers.policy import Policy
+    from trainers.reward_signals.base import RewardSignal
 
 
 class Trainer:
@@ -27,6 +28,7 @@ class Trainer:
     """
 
     policy: "Policy"
+    signals: Mapping[str, "RewardSignal"]
 
     def __init__(self, behavior_name: str, settings: TrainerSettings, stats: StatsReporter) -> None:
         self.behavior_name = behavior_name
@@ -42,6 +44,21 @@ class Trainer:
             self._init_op = tf.global_variables_initializer()
         self.policy.graph.finalize()
         self.policy.session.run(self._init_op)
+
+    def report_update(self, averaged: Mapping[str, float], tags: Mapping[str, str]) -> None:
+        """Adds an update's averaged statistics under their TensorBoard tags (``tags``:
+        stat name -> tag; the policy loss as its absolute value, as ML-Agents reports it),
+        BC's ``pretraining_loss`` and every reward signal's own tags."""
+        for name, value in averaged.items():
+            tag = tags.get(name)
+            if tag is not None:
+                self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
+        if "pretraining_loss" in averaged:
+            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
+        for signal in self.signals.values():
+            for tag, update_name in signal.stats.items():
+                if update_name in averaged:
+                    self.stats.add_stat(tag, averaged[update_name])
 
     def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
         self.episodes += len(episodes)

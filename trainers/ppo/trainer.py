@@ -152,15 +152,5 @@ class PPOTrainer(Trainer):
         if self.bc is not None:
             # A separate pass after the PPO epochs, with its own runs (FACTS section 2).
             averaged["pretraining_loss"] = self.bc.update(self.step)
-            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
-        for name, value in averaged.items():
-            tag = UPDATE_TAGS.get(name)
-            if tag is None:
-                continue
-            # ML-Agents reports the absolute value of the policy loss.
-            self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
-        for signal in self.signals.values():
-            for tag, update_name in signal.stats.items():
-                if update_name in averaged:
-                    self.stats.add_stat(tag, averaged[update_name])
+        self.report_update(averaged, UPDATE_TAGS)
         return averaged

@@ -189,16 +189,7 @@ class SACTrainer(Trainer):
                 counts[k] += 1
         self.has_updated = True
         averaged = {k: v / counts[k] for k, v in totals.items()}
-        for name, value in averaged.items():
-            tag = UPDATE_TAGS.get(name)
-            if tag is not None:
-                self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
-        if "pretraining_loss" in averaged:
-            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
-        for signal in self.signals.values():
-            for tag, update_name in signal.stats.items():
-                if update_name in averaged:
-                    self.stats.add_stat(tag, averaged[update_name])
+        self.report_update(averaged, UPDATE_TAGS)
         return averaged
 
     # ------------------------------------------------------------- checkpoints
