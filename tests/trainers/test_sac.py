@@ -266,6 +266,8 @@ def test_resume_with_and_without_the_replay_buffer(tmp_path, save_buffer):
     try:
         resumed.load(prefix)
         assert resumed.step == 30 and resumed.update_steps == 31 and not resumed.ready_to_update
+        if save_buffer:
+            assert ReplayBuffer(10).load(str(tmp_path / REPLAY_FILE)) == 30
         _, w2 = weights(resumed, "")
         for a, b in zip(w, w2):
             np.testing.assert_array_equal(a, b)

@@ -110,11 +110,12 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------ persistence
 
-    def save(self, path: str) -> None:
-        """Writes the filled part atomically to ``path`` (an ``.npz`` file)."""
+    def save(self, path: str, step: int = -1) -> None:
+        """Writes the filled part atomically to ``path`` (an ``.npz`` file), with the
+        trainer step it belongs to (``load`` returns it)."""
         order = (self._next - self._size + np.arange(self._size)) % self.num_slots  # oldest first
         arrays = {f"field/{k}": v[order] for k, v in self._fields.items()}
-        meta = np.array([self.sequence_length, self.rows_added], np.int64)
+        meta = np.array([self.sequence_length, self.rows_added, step], np.int64)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             np.savez(f, __meta__=meta, **arrays)
@@ -122,9 +123,9 @@ class ReplayBuffer:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def load(self, path: str) -> None:
+    def load(self, path: str) -> int:
         """Replaces the contents with a file written by `save` (oldest sequences dropped
-        when it holds more than this buffer's capacity)."""
+        when it holds more than this buffer's capacity); returns the saved step."""
         with np.load(path) as data:
             meta = data["__meta__"]
             if int(meta[0]) != self.sequence_length:
@@ -134,9 +135,10 @@ class ReplayBuffer:
             arrays = {k[len("field/"):]: data[k] for k in data.files if k.startswith("field/")}
         self._fields = {}
         self._next = self._size = 0
+        step = int(meta[2]) if len(meta) > 2 else -1
         if not arrays:
             self.rows_added = int(meta[1])
-            return
+            return step
         count = len(next(iter(arrays.values())))
         keep = min(count, self.num_slots)
         for key, value in arrays.items():
@@ -145,6 +147,7 @@ class ReplayBuffer:
         self._size = keep
         self._next = keep % self.num_slots
         self.rows_added = int(meta[1])
+        return step
 
     def contents(self) -> Optional[Dict[str, np.ndarray]]:
         """The filled sequences, oldest first (tests compare buffers with it)."""

@@ -201,7 +201,7 @@ class SACTrainer(Trainer):
         """The checkpoint, then (``save_replay_buffer``) the replay buffer, atomically."""
         prefix = super().save(directory)
         if self.hyperparameters.save_replay_buffer:
-            self.replay.save(self.replay_path(directory))
+            self.replay.save(self.replay_path(directory), self.step)
         return prefix
 
     def load(self, prefix: str, reset_step: bool = False) -> None:
@@ -218,6 +218,14 @@ class SACTrainer(Trainer):
         if reset_step or not hp.save_replay_buffer or not os.path.isfile(path):
             return
         try:
-            self.replay.load(path)
+            saved_step = self.replay.load(path)
         except (OSError, ValueError, KeyError) as exc:
             raise CheckpointError(f"{path}: cannot restore the replay buffer ({exc})") from None
+        if saved_step != self.step:
+            # The buffer is written after the checkpoint: a crash in between leaves the
+            # previous checkpoint's buffer, which is still valid experience.
+            print(
+                f"[WARNING] {self.behavior_name}: replay buffer from step {saved_step}, checkpoint at step "
+                f"{self.step}; continuing with it",
+                flush=True,
+            )
