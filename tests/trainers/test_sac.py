@@ -476,4 +476,5 @@ def test_sac_pendulum_reaches_minus_200(run_cli):
     code, _, err = run_cli(sac_config("Pendulum.yaml"), "--run-id=pendulum")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "pendulum", "Pendulum-v1")
-    assert rows[-1] >= -200, rows
+    # The mean return of the episodes of the last 6000 steps (3 summaries, 30 episodes).
+    assert np.mean(rows[-3:]) >= -200, rows
