@@ -1,4 +1,4 @@
-"""trainer-learn: train PPO agents from an ML-Agents-style YAML config.
+"""trainer-learn: train PPO and SAC agents from an ML-Agents-style YAML config.
 
 Usage:
   trainer-learn <config> [options]
