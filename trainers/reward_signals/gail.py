@@ -185,7 +185,8 @@ class GAILRewardSignal(RewardSignal):
         if not self.settings.use_actions:
             return None
         return action_features(
-            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=True
+            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous=True,
+            squashed=self.policy.squashed,
         )
 
     def _expert_features(self, actions: Mapping[str, tf.Tensor]) -> Optional[tf.Tensor]:
