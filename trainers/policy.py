@@ -78,12 +78,13 @@ def build_actor(
     spec: BehaviorSpec,
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
+    squashed: bool = False,
+    noise: Optional[tf.Tensor] = None,
+    *,
     memory_in: Optional[tf.Tensor] = None,
     sequence_length: int = 1,
     step_mask: Optional[tf.Tensor] = None,
     prev_action: Optional[tf.Tensor] = None,
-    squashed: bool = False,
-    noise: Optional[tf.Tensor] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
