@@ -36,6 +36,14 @@ around them (trajectory assembly, GAE, buffer, stats, per-update work). ``--repe
 runs it n times and prints the fastest (the least disturbed by other load).
 
     python scripts/benchmark.py --small-buffer [--steps=20000] [--repeat=3]
+
+With ``--sac``: SAC on Pendulum-v1 with Stable-Baselines3's zoo SAC settings
+(config/sac/Pendulum.yaml: 256x256, batch 256, buffer 1e6, 100 steps before learning, one
+update per step, 20k steps); compare with ``scripts/sb3_reference.py --sac``. With ``--sac --profile`` the
+SAC training loop runs under cProfile, split between the inference call, the update call
+and the rest.
+
+    python scripts/benchmark.py --sac [--steps=20000] [--profile]
 """
 from __future__ import annotations
 
@@ -50,7 +58,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(config: str, steps: int, seed: int, extra: dict | None = None) -> dict:
+def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: bool = False) -> dict:
     # Imported before the clock starts (TensorFlow's import is ~5 s), as the SB3 reference
     # imports torch before timing learn().
     import trainers.controller  # noqa: F401
@@ -62,8 +70,16 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None) -> dict:
         overrides = {"run_id": "bench", "results_dir": results, "max_steps": steps, "seed": seed}
         overrides.update(extra or {})
         options = load_settings(config, overrides)
+        profiler = None
+        if profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
         start = time.perf_counter()
-        run_training(options)
+        if profiler is not None:
+            profiler.runcall(run_training, options)
+        else:
+            run_training(options)
         wall = time.perf_counter() - start
         run_dir = os.path.join(results, "bench")
         with open(os.path.join(run_dir, "run_logs", "timers.json")) as f:
@@ -71,7 +87,40 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None) -> dict:
         behavior = next(iter(options.behaviors))
         with open(os.path.join(run_dir, behavior, "stats.csv")) as f:
             rewards = [float(r["mean"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
-    return {"wall": wall, "timers": timers, "final_reward": rewards[-1] if rewards else float("nan"), "steps": steps}
+    return {
+        "wall": wall, "timers": timers, "final_reward": rewards[-1] if rewards else float("nan"), "steps": steps,
+        "profiler": profiler, "behavior": behavior, "trainer": options.behavior_settings(behavior).trainer_type,
+    }
+
+
+def print_profile(profiler, steps: int) -> None:
+    """The per-step path from cProfile: the inference call, the update call (their
+    ``sess.run``), and the Python around them; then the top functions by own time."""
+    import pstats
+
+    stats = pstats.Stats(profiler)
+    wanted = {
+        "Policy.act (inference call)": ("policy.py", "act"),
+        "FastCallable (every sess.run)": ("session.py", "__call__"),
+        "SACTrainer.update (update call)": ("trainer.py", "update"),
+        "SACOptimizer.update": ("optimizer.py", "update"),
+        "ReplayBuffer.sample": ("replay.py", "sample"),
+        "process_trajectory": ("trainer.py", "process_trajectory"),
+        "env step (Gymnasium adapter)": ("env_manager.py", "step"),
+    }
+    rows = {}
+    for (path, _, func), (cc, nc, tt, ct, callers) in stats.stats.items():
+        for label, (file_end, name) in wanted.items():
+            if path.endswith(file_end) and func == name and ct > rows.get(label, (0, 0, 0))[1]:
+                rows[label] = (nc, ct, tt)
+    total = stats.total_tt
+    print(f"  cProfile (adds overhead; total {total:.1f} s, {1e3 * total / steps:.2f} ms per step):")
+    for label, (nc, ct, tt) in rows.items():
+        print(f"    {label:<34} {ct:7.1f} s cumulative  {nc:7d} calls  {1e6 * ct / max(nc, 1):8.0f} us/call")
+    print("  top 12 functions by own time:")
+    stats.sort_stats("tottime")
+    for (path, line, func), (cc, nc, tt, ct, callers) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:12]:
+        print(f"    {tt:7.1f} s  {nc:7d}  {os.path.basename(path)}:{line}({func})")
 
 
 SIGNALS_CONFIG = {
@@ -275,8 +324,9 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="LSTM vs feed-forward on builtin:Memory")
     parser.add_argument("--small-buffer", action="store_true", help="ML-Agents' test settings on builtin:Simple")
     parser.add_argument("--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed")
+    parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
     args = parser.parse_args()
-    if args.profile:
+    if args.profile and not args.sac:
         profile(args.config, args.steps or 100_000, args.seed)
         return None
     if args.small_buffer:
@@ -292,10 +342,15 @@ def main() -> None:
         print(f"PPO + curiosity + GAIL on builtin:Simple, {steps} steps")
         signals_benchmark(steps, args.seed)
         return None
-    res = run(args.config, args.steps or 100_000, args.seed)
+    config = args.config
+    steps = args.steps or 100_000
+    if args.sac:
+        config = os.path.join(ROOT, "config", "sac", "Pendulum.yaml") if config == parser.get_default("config") else config
+        steps = args.steps or 20_000
+    res = run(config, steps, args.seed, profile=args.profile)
     t = res["timers"]
     loop = t["total"]
-    print(f"PPO CartPole-v1, {res['steps']} steps, seed {args.seed}")
+    print(f"{res['trainer'].upper()} {res['behavior']}, {res['steps']} steps, seed {args.seed}")
     print(f"  wall time after imports (graph build, env start, checkpoints, exports): {res['wall']:.1f} s")
     print(f"  env steps/s: {res['steps'] / res['wall']:.0f} overall, {res['steps'] / loop:.0f} in the training loop")
     for part in ("env", "inference", "trajectories", "update"):
@@ -303,6 +358,8 @@ def main() -> None:
     other = loop - sum(t[p] for p in ("env", "inference", "trajectories", "update"))
     print(f"  {'other':<13} {other:7.1f} s  ({100 * other / loop:4.1f} %)")
     print(f"  final mean reward (last summary): {res['final_reward']:.1f}")
+    if res["profiler"] is not None:
+        print_profile(res["profiler"], res["steps"])
 
 
 if __name__ == "__main__":

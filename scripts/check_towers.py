@@ -1,16 +1,21 @@
 """Checks that N towers give the same update as 1 tower, and that towers run on their devices.
 
-Builds the full update graph (PPO + curiosity + GAIL, optionally VAIL) once with one tower
+Builds the full update graph (PPO or SAC + curiosity + GAIL, optionally VAIL) once with one tower
 and once with N towers, loads the same weights into both, runs one update on the same
 minibatch, and prints the largest difference of every weight and statistic (relative to
 the largest value of the same network) and the devices each tower's ops ran on. Exits 1
 above the tolerance.
 
-    python scripts/check_towers.py [--devices=/cpu:0,/cpu:1] [--rows=96] [--vail] [--memory] [--tolerance=1e-5]
+    python scripts/check_towers.py [--trainer=ppo|sac] [--devices=/cpu:0,/cpu:1] [--rows=96] [--vail]
+                                   [--memory] [--tolerance=1e-5] [--continuous]
 
 ``--memory``: an LSTM actor and critic (memory_size 16, sequence_length 8); the minibatch is
 ``rows // 8`` whole sequences, some left-padded, with random stored memories, so towers
 must split by sequences (an uneven count when it is not a multiple of the tower count).
+
+``--trainer=sac`` checks SAC's update (twin Q, value, target update, entropy coefficients)
+with the same signals; ``--continuous`` uses the continuous Simple demo and spec (SAC's
+squashed Gaussian and its fed noise) instead of the discrete one.
 
 On a GPU machine: ``--devices=/gpu:0,/gpu:1`` (the reference tower uses the first device).
 """
@@ -27,15 +32,17 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "config", "demos", "SimpleDiscrete.demo")
+CONTINUOUS_DEMO = os.path.join(ROOT, "config", "demos", "SimpleContinuous.demo")
 
 
 MEMORY_SIZE = 16
 SEQUENCE_LENGTH = 8
 
 
-def build(devices: Tuple[str, ...], vail: bool, memory: bool = False):
+def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: str = "ppo", continuous: bool = False):
     from envs.demo import load_demonstration
     from trainers.ppo.trainer import PPOTrainer
+    from trainers.sac.trainer import SACTrainer
     from trainers.settings import (
         CuriositySettings,
         ExtrinsicSettings,
@@ -43,13 +50,17 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False):
         MemorySettings,
         NetworkSettings,
         PPOSettings,
+        SACSettings,
         TrainerSettings,
     )
     from trainers.stats import StatsReporter
 
-    spec = load_demonstration(DEMO).behavior_spec
+    demo = CONTINUOUS_DEMO if continuous else DEMO
+    spec = load_demonstration(demo).behavior_spec
+    hyper = SACSettings(batch_size=64, buffer_size=256) if trainer == "sac" else PPOSettings(batch_size=64, buffer_size=256)
     settings = TrainerSettings(
-        hyperparameters=PPOSettings(batch_size=64, buffer_size=256),
+        trainer_type=trainer,
+        hyperparameters=hyper,
         network_settings=NetworkSettings(
             hidden_units=32,
             num_layers=2,
@@ -58,10 +69,11 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False):
         reward_signals={
             "extrinsic": ExtrinsicSettings(),
             "curiosity": CuriositySettings(strength=0.1, encoding_size=16),
-            "gail": GAILSettings(demo_path=DEMO, encoding_size=32, use_actions=True, use_vail=vail),
+            "gail": GAILSettings(demo_path=demo, encoding_size=32, use_actions=True, use_vail=vail),
         },
     )
-    return spec, PPOTrainer("Simple", spec, settings, StatsReporter("Simple", []), 0, devices)
+    cls = SACTrainer if trainer == "sac" else PPOTrainer
+    return spec, cls("Simple", spec, settings, StatsReporter("Simple", []), 0, devices)
 
 
 def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
@@ -74,7 +86,7 @@ def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, 
             mb[key] = np.stack([rng.integers(0, b, rows) for b in spec.action_spec.discrete_branches], 1).astype(np.int32)
         elif key in ("masks", "action_mask"):
             mb[key] = np.ones(shape, np.float32)
-        elif key == "done":
+        elif key in ("done", "terminal"):
             mb[key] = (rng.uniform(size=shape) < 0.2).astype(np.float32)
         elif key == "prev_action":
             mb[key] = np.stack([rng.integers(0, b, rows) for b in spec.action_spec.discrete_branches], 1).astype(np.int32)
@@ -140,13 +152,15 @@ def main() -> int:
     parser.add_argument("--vail", action="store_true")
     parser.add_argument("--memory", action="store_true", help="LSTM actor and critic, sequences of 8 rows")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--trainer", choices=("ppo", "sac"), default="ppo")
+    parser.add_argument("--continuous", action="store_true")
     args = parser.parse_args()
     devices = tuple(d.strip() for d in args.devices.split(","))
     rng = np.random.default_rng(0)
 
     if args.memory:
         args.rows -= args.rows % SEQUENCE_LENGTH
-    _, one = build(devices[:1], args.vail, args.memory)
+    _, one = build(devices[:1], args.vail, args.memory, args.trainer, args.continuous)
     folder = tempfile.TemporaryDirectory(prefix="check_towers_")
     prefix = one.save(folder.name)
     mb = random_minibatch(one, args.rows, rng)
@@ -155,7 +169,7 @@ def main() -> int:
     weights_one = dict(zip([v.op.name for v in variables], one.policy.session.run(variables)))
     one.close()
 
-    _, many = build(devices, args.vail, args.memory)
+    _, many = build(devices, args.vail, args.memory, args.trainer, args.continuous)
     many.load(prefix)
     stats_many, meta = run_update(many, mb, trace=True)
     variables = many.policy.graph.get_collection("variables")

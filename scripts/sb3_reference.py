@@ -1,10 +1,17 @@
-"""Reference measurement: Stable-Baselines3 PPO on CartPole-v1 (CPU).
+"""Reference measurement: Stable-Baselines3 PPO on CartPole-v1, or SAC on Pendulum-v1
+with ``--sac`` (CPU).
 
 Not part of the project: it needs stable-baselines3, gymnasium and torch, which
 live in a separate virtualenv (see scripts/README_sb3.md).
 
 Usage:
     /tmp/sb3venv/bin/python scripts/sb3_reference.py [SEED] [--threads N]
+    /tmp/sb3venv/bin/python scripts/sb3_reference.py [SEED] [--threads N] --sac
+
+``--sac``: the rl-baselines3-zoo SAC settings for Pendulum-v1 (SB3 defaults otherwise):
+MlpPolicy 256x256 ReLU, lr 1e-3, buffer 1e6, batch 256, learning_starts 100, tau 0.005,
+gamma 0.99, train_freq 1, gradient_steps 1, ent_coef auto, 20_000 timesteps; the final
+reward is the mean of the last 20 episodes (compare with scripts/benchmark.py --sac).
 
 SEED defaults to 1. --threads N calls torch.set_num_threads(N) before building
 the model; 0 (the default) leaves torch's own thread count alone.
@@ -15,15 +22,15 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import PPO
+from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
 TOTAL_TIMESTEPS = 100_000
 
 
-class TimedPPO(PPO):
-    """PPO that accumulates wall time spent in collect_rollouts and train."""
+class Timed:
+    """Mixin: accumulates wall time spent in collect_rollouts and train."""
 
     rollout_s = 0.0
     train_s = 0.0
@@ -35,12 +42,56 @@ class TimedPPO(PPO):
         finally:
             self.rollout_s += time.perf_counter() - t0
 
-    def train(self):
+    def train(self, *args, **kwargs):
         t0 = time.perf_counter()
         try:
-            return super().train()
+            return super().train(*args, **kwargs)
         finally:
             self.train_s += time.perf_counter() - t0
+
+
+class TimedPPO(Timed, PPO):
+    pass
+
+
+class TimedSAC(Timed, SAC):
+    pass
+
+
+SAC_TIMESTEPS = 20_000
+
+
+def sac_main(seed: int) -> None:
+    env = Monitor(gym.make("Pendulum-v1"))
+    model = TimedSAC(
+        "MlpPolicy",
+        env,
+        learning_rate=1e-3,
+        buffer_size=1_000_000,
+        learning_starts=100,
+        batch_size=256,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto",
+        policy_kwargs=dict(net_arch=[256, 256]),
+        device="cpu",
+        seed=seed,
+        verbose=0,
+    )
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=SAC_TIMESTEPS)
+    total_s = time.perf_counter() - t0
+    ep_rewards = [ep["r"] for ep in model.ep_info_buffer]
+    last20 = float(np.mean(ep_rewards[-20:])) if ep_rewards else float("nan")
+    print(f"torch {torch.__version__}  threads {torch.get_num_threads()}  seed {seed}  SAC Pendulum-v1")
+    print(f"env_steps        {model.num_timesteps}")
+    print(f"total_s          {total_s:.2f}")
+    print(f"steps_per_s      {model.num_timesteps / total_s:.1f}")
+    print(f"rollout_s        {model.rollout_s:.2f}")
+    print(f"train_s          {model.train_s:.2f}")
+    print(f"final_mean_ep_reward_last20  {last20:.1f}")
 
 
 def main():
@@ -48,10 +99,14 @@ def main():
     ap.add_argument("seed", nargs="?", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0,
                     help="torch.set_num_threads(N); 0 = torch default")
+    ap.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (zoo settings)")
     args = ap.parse_args()
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.sac:
+        sac_main(args.seed)
+        return
 
     env = Monitor(gym.make("CartPole-v1"))
     model = TimedPPO(

@@ -27,7 +27,7 @@ linearly to 0 over ``steps`` agent steps (``steps: 0``: constant).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -53,6 +53,8 @@ class BCModule:
         learning_rate: the trainer's initial learning rate (scaled by ``strength``).
         batch_size, num_epoch: the trainer's, used where ``settings`` leaves them None.
         seed: seeds the choice and order of demo rows.
+        after: ops the BC step must follow when it joins another run (SAC runs BC in its
+            update run, after the SAC applies, so the two never write the actor at once).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class BCModule:
         batch_size: int,
         num_epoch: int,
         seed: int = 0,
+        after: Sequence[tf.Operation] = (),
     ) -> None:
         self.policy = policy
         self.settings = settings
@@ -74,7 +77,7 @@ class BCModule:
         self._rng = np.random.default_rng(seed)
         self.update_runs = 0  # BC sess.runs (tests count them)
         action_spec = spec.action_spec
-        with policy.graph.as_default(), tf.name_scope(BC_SCOPE):
+        with policy.graph.as_default(), tf.name_scope(BC_SCOPE), tf.control_dependencies(list(after)):
             self._obs = obs_placeholders(spec, "obs")
             self._actions = action_placeholders(action_spec, "expert")
             self._mask: Optional[tf.Tensor] = None
@@ -93,7 +96,7 @@ class BCModule:
                     self._prev = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name="prev_action")
                 memory_in = tf.zeros([tf.shape(self._rows_mask)[0] // length, policy.memory_size])
             actor = build_actor(
-                self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers,
+                self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers, policy.squashed,
                 memory_in=memory_in, sequence_length=length, step_mask=self._rows_mask, prev_action=self._prev,
             )
 
@@ -102,7 +105,9 @@ class BCModule:
 
             loss = tf.constant(0.0)
             if actor.continuous is not None:
-                predicted = actor.continuous.mean / CONTINUOUS_CLIP  # env space without the clip
+                # Env space (the clip left out; SAC's squashed actor: tanh of the mean).
+                mu = actor.continuous.mean
+                predicted = tf.tanh(mu) if policy.squashed else mu / CONTINUOUS_CLIP
                 loss += mean(tf.reduce_mean(tf.square(predicted - self._actions["continuous_action"]), axis=1))
             if actor.discrete is not None:
                 loss += -mean(actor.discrete.log_prob(self._actions["discrete_action"]))
@@ -127,6 +132,34 @@ class BCModule:
         self._feed_list.append(self._step)
         self._update_fn: Optional[FastCallable] = None
         self._sequences = _demo_sequences(self.expert, length) if policy.use_recurrent else None
+
+    def _feeds(self, idx: np.ndarray, step: int) -> List[object]:
+        """Values for ``feed_list`` from demo rows ``idx``."""
+        feeds: List[object] = [o[idx] for o in self.expert.obs]
+        if "continuous_action" in self._actions:
+            feeds.append(self.expert.continuous_action[idx])
+        if "discrete_action" in self._actions:
+            feeds.append(self.expert.discrete_action[idx])
+        if self._mask is not None:
+            feeds.append(self.expert.action_mask[idx])
+        feeds.append(step)
+        return feeds
+
+    # One minibatch inside another module's run (SAC): the ops and feeds it joins with.
+
+    @property
+    def train_op(self) -> tf.Operation:
+        return self._train_op
+
+    @property
+    def feed_list(self) -> List[tf.Tensor]:
+        return list(self._feed_list)
+
+    def sample_feeds(self, step: int) -> List[object]:
+        """``feed_list`` values for one minibatch of ``batch_size`` demo rows drawn at random."""
+        n = len(self.expert)
+        idx = self._rng.choice(n, size=min(self.batch_size, n), replace=False)
+        return self._feeds(idx, step)
 
     @property
     def samples_per_update(self) -> int:
@@ -157,15 +190,7 @@ class BCModule:
             order = self._rng.permutation(len(self.expert))
             for b in range(n // batch):
                 idx = order[b * batch : (b + 1) * batch]
-                feeds = [o[idx] for o in self.expert.obs]
-                if "continuous_action" in self._actions:
-                    feeds.append(self.expert.continuous_action[idx])
-                if "discrete_action" in self._actions:
-                    feeds.append(self.expert.discrete_action[idx])
-                if self._mask is not None:
-                    feeds.append(self.expert.action_mask[idx])
-                feeds.append(step)
-                losses.append(float(self._update_fn(*feeds)[0]))
+                losses.append(float(self._update_fn(*self._feeds(idx, step))[0]))
                 self.update_runs += 1
         return float(np.mean(losses))
 

@@ -24,12 +24,12 @@ from envs.base_env import ActionTuple, DecisionSteps
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
 from trainers.exceptions import WorkerLostError
-from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import CheckpointEntry, StatsAggregation, StatsReporter, TrainingStatus, behavior_dir_name
 from trainers.threaded import BackgroundUpdater
 from trainers.trajectory import AgentProcessor, Trajectory
+from trainers.trainer_base import Trainer
 
-CheckpointHook = Callable[[PPOTrainer, str], None]
+CheckpointHook = Callable[[Trainer, str], None]
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Timers:
 
 @dataclass
 class BehaviorState:
-    trainer: PPOTrainer
+    trainer: Trainer
     processor: AgentProcessor
     stats: StatsReporter
     checkpoint_dir: str
@@ -98,7 +98,7 @@ class TrainerController:
     def __init__(
         self,
         env: EnvManager,
-        trainers: Mapping[str, PPOTrainer],
+        trainers: Mapping[str, Trainer],
         stats: Mapping[str, StatsReporter],
         run_dir: str,
         status: TrainingStatus,
@@ -124,7 +124,7 @@ class TrainerController:
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
-            if training and getattr(s, "threaded", False):
+            if training and s.threaded and s.trainer_type == "ppo":
                 state.updater = BackgroundUpdater(trainer)
             self.behaviors[name] = state
         self._stop_signal: Optional[int] = None

@@ -15,8 +15,9 @@ Inference Engine / Sentis loads:
   ``[batch, C, H, W]`` (NCHW; transposed to NHWC inside the graph); ``action_masks``
   float32 ``[batch, sum(branches)]`` (1 = allowed) only with discrete actions.
 * outputs, in this order: ``version_number``, ``memory_size``, then with continuous actions
-  ``continuous_actions`` (sampled, ``clamp(x, -3, 3) / 3``), ``continuous_action_output_shape``,
-  ``deterministic_continuous_actions`` (the clipped mean), then with discrete actions
+  ``continuous_actions`` (sampled, ``clamp(x, -3, 3) / 3``; SAC's squashed actor: ``tanh(x)``,
+  as ML-Agents exports it), ``continuous_action_output_shape``,
+  ``deterministic_continuous_actions`` (the clipped or squashed mean), then with discrete actions
   ``discrete_actions`` (sampled, one column per branch), ``discrete_action_output_shape``,
   ``deterministic_discrete_actions`` (argmax). The batch dimension is dynamic (``batch``).
 
@@ -205,6 +206,11 @@ def _check_exportable(policy: Policy, legacy: bool) -> None:
             "form only; export without legacy names"
         )
     a = policy.spec.action_spec
+    if legacy and policy.squashed and a.is_continuous:
+        raise ExportError(
+            f"{policy.behavior_name}: SAC's tanh-squashed actions have no TF-era (version 2) form; "
+            "export without legacy names"
+        )
     if legacy and a.is_continuous and a.is_discrete:
         raise ExportError(
             f"{policy.behavior_name}: hybrid (continuous + discrete) actions have no TF-era "
@@ -267,7 +273,9 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
             if action_spec.is_discrete:
                 prev_action = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION)
                 inputs.append(names.PREV_ACTION)
-        actor = build_actor(obs, masks, spec, network, normalizers, memory_in=memory_in, prev_action=prev_action)
+        actor = build_actor(
+            obs, masks, spec, network, normalizers, policy.squashed, memory_in=memory_in, prev_action=prev_action
+        )
 
         if legacy_names:
             if action_spec.is_continuous:
@@ -301,9 +309,9 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
             _float_const([policy.memory_size], names.MEMORY_SIZE)
             outputs = [names.VERSION_NUMBER, names.MEMORY_SIZE]
             if actor.continuous is not None:
-                tf.identity(env_continuous(actor.continuous.sample), name=names.CONTINUOUS_ACTIONS)
+                tf.identity(actor.continuous.to_env(actor.continuous.sample), name=names.CONTINUOUS_ACTIONS)
                 _float_const([action_spec.continuous_size], names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
-                tf.identity(env_continuous(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS)
+                tf.identity(actor.continuous.to_env(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS)
                 outputs += [
                     names.CONTINUOUS_ACTIONS,
                     names.CONTINUOUS_ACTION_OUTPUT_SHAPE,

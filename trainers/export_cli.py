@@ -194,8 +194,6 @@ def run(args: Dict) -> int:
     for t in targets:
         if not glob.glob(t.prefix + ".index"):
             raise CheckpointError(f"{t.prefix}: checkpoint of behavior {t.behavior} not found")
-        if options.behavior_settings(t.behavior).trainer_type != "ppo":
-            raise ConfigError(f"behaviors.{t.behavior}.trainer_type: only ppo policies can be exported")
     specs = _spec_from_env(options, [t.behavior for t in targets])
     seed = max(options.env_settings.seed, 0)
     for t in targets:

@@ -1,4 +1,4 @@
-"""trainer-learn: train PPO agents from an ML-Agents-style YAML config.
+"""trainer-learn: train PPO and SAC agents from an ML-Agents-style YAML config.
 
 Usage:
   trainer-learn <config> [--cluster=<file>] [options]
@@ -231,7 +231,9 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     from trainers.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
     from trainers.controller import TrainerController
     from trainers.ppo.trainer import PPOTrainer
+    from trainers.sac.trainer import SACTrainer
     from trainers.settings import write_resolved_config
+    from trainers.trainer_base import Trainer
     from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
 
     ckpt = options.checkpoint_settings
@@ -284,7 +286,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         if chief is not None:
             chief.end_workers()
         raise
-    trainers: Dict[str, PPOTrainer] = {}
+    trainers: Dict[str, Trainer] = {}
+    trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
     reporters: Dict[str, StatsReporter] = {}
     restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
     try:
@@ -305,14 +308,16 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
         for name, spec in specs.items():
             settings = options.behavior_settings(name)
-            if settings.trainer_type != "ppo":
-                raise ConfigError(
-                    f"behaviors.{name}.trainer_type: {settings.trainer_type!r} is not available yet (use ppo)"
-                )
             reporters[name] = StatsReporter(name, writers)
             # A chief's local session only acts: on its CPU, beside the variables.
-            trainer = PPOTrainer(
-                name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, cluster=chief
+            if chief is not None and settings.trainer_type != "ppo":
+                raise ConfigError(
+                    f"behaviors.{name}.trainer_type: {settings.trainer_type} runs on local devices "
+                    "only; cluster_settings (--cluster) is supported for ppo"
+                )
+            extra = {"cluster": chief} if chief is not None else {}
+            trainer = trainer_classes[settings.trainer_type](
+                name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, **extra
             )
             trainers[name] = trainer
             if model is not None:

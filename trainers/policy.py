@@ -26,7 +26,6 @@ from trainers.tf.distributions import (
     MultiCategorical,
     build_gaussian,
     build_multi_categorical,
-    env_continuous,
 )
 from trainers.tf.encoders import build_body, check_visual_sizes
 from trainers.tf.lstm import lstm_sequences, lstm_trajectory
@@ -79,6 +78,9 @@ def build_actor(
     spec: BehaviorSpec,
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
+    squashed: bool = False,
+    noise: Optional[tf.Tensor] = None,
+    *,
     memory_in: Optional[tf.Tensor] = None,
     sequence_length: int = 1,
     step_mask: Optional[tf.Tensor] = None,
@@ -92,6 +94,9 @@ def build_actor(
     memory_size]`` their initial memories, ``step_mask`` ``[B]`` (0 = padding) and, with
     discrete actions, ``prev_action`` ``[B, branches]`` int32 (the action taken at the
     previous step, 0 at an episode's first step) fed one-hot per branch into the LSTM.
+
+    ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`); ``noise``
+    ``[B, c]``: the continuous sample's standard-normal noise, fed (None: drawn in-graph).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
@@ -102,7 +107,11 @@ def build_actor(
                 encoding, network, memory_in, sequence_length, step_mask,
                 prev_action if action_spec.is_discrete else None, action_spec.discrete_branches,
             )
-        cont = build_gaussian(encoding, action_spec.continuous_size) if action_spec.is_continuous else None
+        cont = (
+            build_gaussian(encoding, action_spec.continuous_size, squashed, noise)
+            if action_spec.is_continuous
+            else None
+        )
         disc = (
             build_multi_categorical(encoding, action_spec.discrete_branches, action_masks)
             if action_spec.is_discrete
@@ -145,7 +154,7 @@ class ActionInfo:
 
     Attributes:
         env_continuous: ``[N, c]`` float32 in [-1, 1] (what the env receives).
-        raw_continuous: ``[N, c]`` float32 unclipped sample (what PPO's ratio uses).
+        raw_continuous: ``[N, c]`` float32 unclipped, unsquashed sample (what buffers store).
         discrete: ``[N, b]`` int32.
         log_probs: ``[N]`` float32 joint log-probability of the sampled action.
         memory: ``[N, memory_size]`` the memory each agent acted *from* (recurrent only).
@@ -158,6 +167,11 @@ class ActionInfo:
     log_probs: np.ndarray
     memory: Optional[np.ndarray] = None
     prev_action: Optional[np.ndarray] = None
+
+
+def is_squashed(settings: TrainerSettings) -> bool:
+    """Whether the behavior's actor is the tanh-squashed Gaussian (SAC, as in ML-Agents)."""
+    return settings.trainer_type == "sac"
 
 
 def _int_const(value: Sequence[int] | int, name: str) -> tf.Tensor:
@@ -181,6 +195,9 @@ class Policy:
         self.behavior_name = behavior_name
         self.spec = spec
         self.settings = settings
+        #: SAC's actor: tanh-squashed Gaussian with a state-dependent log std. Every copy
+        #: of the actor (towers, BC, export) is built with this flag.
+        self.squashed = is_squashed(settings)
         self.graph = tf.Graph()
         action_spec: ActionSpec = spec.action_spec
         with self.graph.as_default():
@@ -216,7 +233,7 @@ class Policy:
                     )
             self.actor = build_actor(
                 self.obs, self.action_masks, spec, network, self.normalizers,
-                memory_in=self.memory_in, prev_action=self.prev_action,
+                squashed=self.squashed, memory_in=self.memory_in, prev_action=self.prev_action,
             )
             self._build_outputs(action_spec)
             self._acting: Optional[_ActingCopy] = (
@@ -226,7 +243,7 @@ class Policy:
                         memory_in=self.memory_in, prev_action=self.prev_action,
                     )
                 )
-                if settings.threaded
+                if settings.threaded and settings.trainer_type == "ppo"
                 else None
             )
         self.session = make_session(self.graph, devices, cpu_only)
@@ -288,10 +305,12 @@ class Policy:
         self.discrete = self.deterministic_discrete = None
         if actor.continuous is not None:
             self.raw_continuous = tf.identity(actor.continuous.sample, name=names.RAW_CONTINUOUS_ACTIONS)
-            self.env_continuous = tf.identity(env_continuous(self.raw_continuous), name=names.CONTINUOUS_ACTIONS)
+            self.env_continuous = tf.identity(
+                actor.continuous.to_env(self.raw_continuous), name=names.CONTINUOUS_ACTIONS
+            )
             _int_const(action_spec.continuous_size, names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
             self.deterministic_continuous = tf.identity(
-                env_continuous(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS
+                actor.continuous.to_env(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS
             )
         if actor.discrete is not None:
             self.discrete = tf.identity(actor.discrete.sample, name=names.DISCRETE_ACTIONS)

@@ -1208,6 +1208,7 @@ def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSet
     }
     settings = _build(TrainerSettings, data, where, prebuilt=prebuilt)
     _check_signal_normalize(settings, where, source)
+    _check_threaded(settings, where, source)
     return settings
 
 
@@ -1266,10 +1267,40 @@ _FLAT_HYPER_KEYS = tuple(
 _FLAT_NETWORK_KEYS = tuple(k for k in _field_names(NetworkSettings) if k != "memory")
 _FLAT_MEMORY_KEYS = ("use_recurrent", "memory_size", "sequence_length")
 _FLAT_SECTION_KEYS = ("reward_signals", "pretraining", "behavioral_cloning")
+# SAC of ML-Agents 0.10-0.13: `num_update` gradient steps every `train_interval` agent
+# steps, replaced by `steps_per_update` (= train_interval / num_update) in 0.14.
+_FLAT_LEGACY_SAC_KEYS = ("num_update", "train_interval")
 _FLAT_KEYS = (
     _FLAT_TRAINER_KEYS + _FLAT_HYPER_KEYS + _FLAT_NETWORK_KEYS + _FLAT_MEMORY_KEYS
-    + _FLAT_SECTION_KEYS
+    + _FLAT_SECTION_KEYS + _FLAT_LEGACY_SAC_KEYS
 )
+
+
+def _legacy_steps_per_update(
+    merged: Mapping[Any, Any], origin: Mapping[Any, str], name: str, trainer_type: str, where: _Where
+) -> Optional[float]:
+    """``train_interval / num_update`` from a 0.10-0.13 SAC section; None when absent."""
+    present = [k for k in _FLAT_LEGACY_SAC_KEYS if k in merged]
+    if not present:
+        return None
+    if trainer_type != "sac":
+        own = [k for k in present if origin[k] == name]
+        if own:
+            raise _fail(where.key(own[0]), f"is a sac hyperparameter, but the trainer is {trainer_type}")
+        return None  # inherited from a `default:` written for SAC
+    if "steps_per_update" in merged:
+        raise _fail(
+            where.key(present[0]),
+            "replaced by steps_per_update (= train_interval / num_update); give one or the other",
+        )
+    values = {}
+    for key, low_ok in (("num_update", 1), ("train_interval", 1)):
+        raw = merged.get(key, 1)
+        value, location = _coerce(raw, int, where, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low_ok:
+            raise _fail(location, f"expected an integer >= {low_ok}, got {_describe(value)}")
+        values[key] = value
+    return values["train_interval"] / values["num_update"]
 
 
 def _check_flat_keys(section: Mapping[Any, Any], where: _Where) -> None:
@@ -1309,6 +1340,9 @@ def _trainer_from_flat(
                 where.key(key), f"is a {other} hyperparameter, but the trainer is {trainer_type}"
             )
         # else: inherited from a `default:` written for the other trainer type; ignored.
+    steps_per_update = _legacy_steps_per_update(merged, origin, name, trainer_type, where)
+    if steps_per_update is not None:
+        hyper["steps_per_update"] = steps_per_update
 
     memory: Optional[MemorySettings] = None
     use_recurrent, location = _coerce(
@@ -1775,6 +1809,18 @@ def _check_engine(engine: Mapping[str, Any], env_path: Optional[str], where: _Wh
             where.key("engine_settings"),
             f"{', '.join(map(str, engine))}: ignored; they configure a Unity build, and "
             f"{env_path} is not one",
+        )
+
+
+def _check_threaded(settings: TrainerSettings, where: _Where, source: _Source) -> None:
+    """``threaded: true`` runs PPO's buffer updates in a thread (trainers/threaded.py); SAC
+    updates every few steps from its replay buffer, between environment steps."""
+    if settings.threaded and settings.trainer_type != "ppo":
+        source.warn(
+            where.key("threaded"),
+            f"true: ignored for trainer_type {settings.trainer_type}; its updates run between "
+            "environment steps",
+            ("threaded", settings.trainer_type),
         )
 
 

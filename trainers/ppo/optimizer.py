@@ -12,6 +12,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from envs.base_env import BehaviorSpec
+from trainers.optimizer_common import SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, recurrent_encoding
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
@@ -30,14 +31,6 @@ CRITIC_SCOPE = "critic"
 #: 750/500/750/500/1000/500 with 1e-5 and 1000/500/>1000/500/1000/500 with 1e-8: with
 #: a high learning rate, 1e-8 turns near-zero gradients into full-size steps.
 ADAM_EPSILON = 1e-5
-
-
-def schedule(initial: float, kind: str, step: tf.Tensor, max_steps: int, final: float) -> tf.Tensor:
-    """Constant, or linear decay from ``initial`` to ``final`` over ``max_steps`` steps."""
-    if kind == "constant" or max_steps <= 0:
-        return tf.constant(initial, tf.float32)
-    frac = tf.minimum(tf.cast(step, tf.float32) / float(max_steps), 1.0)
-    return (initial - final) * (1.0 - frac) + final
 
 
 def build_critic(
@@ -126,47 +119,29 @@ class PPOOptimizer:
                 hp.epsilon, hp.resolved_epsilon_schedule, self.current_step, settings.max_steps, 0.1
             )
             self.placeholders = self._make_placeholders(spec)
-            # The signals' own row placeholders (GAIL's expert batch), fed by prepare_update.
-            self.signal_placeholders: Dict[str, tf.Tensor] = {}
-            for sig in self.signals.values():
-                for key, ph in sig.batch_placeholders().items():
-                    if key in self.placeholders or key in self.signal_placeholders:
-                        raise ValueError(f"reward signal {sig.name}: placeholder key collision on {key!r}")
-                    self.signal_placeholders[key] = ph
             groups = [
                 OptimizerGroup(
                     # Adam epsilon 1e-5, not ML-Agents' 1e-8 (TF's default): see ADAM_EPSILON.
                     "ppo", tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON), (POLICY_SCOPE + "/", CRITIC_SCOPE + "/")
                 )
             ]
-            self._signal_groups: Dict[str, str] = {}
-            for sig in self.signals.values():
-                group = sig.optimizer_group()
-                if group is not None:
-                    if any(g.name == group.name for g in groups):
-                        raise ValueError(f"optimizer group name collision: {group.name!r}")
-                    groups.append(group)
-                    self._signal_groups[sig.name] = group.name
+            self._wiring = SignalWiring(self.signals, groups, self.placeholders)
+            self.signal_placeholders = self._wiring.placeholders
+            self._signal_groups = self._wiring.groups
             self.groups = groups
             batch = {**self.placeholders, **self.signal_placeholders}
             self.towers: TowerGraph = build_towers(
                 self._build_tower, batch, groups, self.devices,
                 sequence_length=policy.sequence_length, sequence_keys=self.sequence_keys,
             )
-            post_ops = []
             # Per group: the ops one group's update needs (for the separate-runs benchmark).
             self._group_targets: Dict[str, List[tf.Operation]] = {
                 name: [op] for name, op in self.towers.apply_ops.items()
             }
-            for sig in self.signals.values():
-                if sig.name not in self._signal_groups:
-                    continue
-                prefix = sig.name + "/"
-                own = {k[len(prefix):]: v for k, v in self.towers.stats.items() if k.startswith(prefix)}
-                op = sig.build_post_apply(self.towers.apply_ops[self._signal_groups[sig.name]], own)
-                if op is not None:
-                    post_ops.append(op)
-                    self._group_targets[self._signal_groups[sig.name]].append(op)
+            post_ops = []
+            for group, ops in self._wiring.post_apply_ops(self.towers).items():
+                post_ops.extend(ops)
+                self._group_targets[group].extend(ops)
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
                 step_update = tf.assign(policy.global_step, self.current_step)
             self._update_op = tf.group(step_update, *self.towers.apply_ops.values(), *post_ops)
@@ -267,17 +242,7 @@ class PPOOptimizer:
                 ph[f"{s}_returns"] = tf.placeholder(tf.float32, [None], f"{s}_returns")
                 ph[f"{s}_value_estimates"] = tf.placeholder(tf.float32, [None], f"{s}_value_estimates")
             # Fields only reward signals read, one shared placeholder each.
-            for sig in self.signals.values():
-                for field in sig.update_fields():
-                    if field in ph:
-                        continue
-                    if field.startswith("next_obs_"):
-                        shape = spec.observation_specs[int(field[len("next_obs_"):])].shape
-                        ph[field] = tf.placeholder(tf.float32, (None,) + shape, field)
-                    elif field in ("done", "environment_rewards"):
-                        ph[field] = tf.placeholder(tf.float32, [None], field)
-                    else:
-                        raise ValueError(f"reward signal {sig.name}: unknown update field {field!r}")
+            add_signal_field_placeholders(ph, self.signals, spec)
         return ph
 
     def _build_tower(self, shard: Dict[str, tf.Tensor]) -> TowerOutput:
@@ -329,17 +294,7 @@ class PPOOptimizer:
             "clip_fraction": masked_mean(tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32), mask),
         }
         losses = {"ppo": loss}
-        for sig in self.signals.values():
-            out = sig.build_tower(shard)
-            if out is None:
-                continue
-            if out.loss is not None:
-                losses[self._signal_groups[sig.name]] = out.loss
-            for k, t in out.stats.items():
-                key = f"{sig.name}/{k}"
-                if key in stats:
-                    raise ValueError(f"stat name collision: {key}")
-                stats[key] = t
+        self._wiring.build_tower(shard, losses, stats)
         return TowerOutput(losses, stats, tf.reduce_sum(mask))
 
     # -------------------------------------------------------------- running
@@ -414,10 +369,7 @@ class PPOOptimizer:
         feeds: List[object] = [
             minibatch[k][::length] if k in self.sequence_keys else minibatch[k] for k in self.placeholders
         ]
-        for key, ph in self.signal_placeholders.items():
-            if ph not in extra_feed:
-                raise KeyError(f"no feed for reward-signal placeholder {key!r}")
-            feeds.append(extra_feed[ph])
+        feeds.extend(self._wiring.feeds(extra_feed))
         feeds.append(step)
         return feeds
 

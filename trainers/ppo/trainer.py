@@ -5,8 +5,6 @@ buffer; the controller feeds it trajectories and asks it to update when the buff
 """
 from __future__ import annotations
 
-import glob
-import os
 from collections import defaultdict
 from typing import Any, Dict, Optional, Sequence
 
@@ -15,15 +13,14 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
 from trainers.buffer import AgentBuffer, get_gae, pad_trajectory
-from trainers.exceptions import CheckpointError
 from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
-from trainers.reward_signals.base import FeedDict
+from trainers.optimizer_common import prepare_signal_feeds
 from trainers.reward_signals.factory import create_reward_signals
 from trainers.settings import PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
-from trainers.tf import tf
-from trainers.trajectory import AgentKey, EpisodeEnd, Trajectory
+from trainers.trainer_base import Trainer
+from trainers.trajectory import AgentKey, Trajectory
 
 # Update statistics -> the TensorBoard tags ML-Agents users read.
 UPDATE_TAGS = {
@@ -38,7 +35,7 @@ UPDATE_TAGS = {
 }
 
 
-class PPOTrainer:
+class PPOTrainer(Trainer):
     """Trains one behavior with PPO."""
 
     #: Benchmark switch (scripts/benchmark.py --signals): update each network in its own
@@ -59,12 +56,8 @@ class PPOTrainer:
         """``cluster``: a ``trainers.tf.cluster.Chief``; its towers replace ``devices``."""
         if cluster is not None:
             devices = cluster.tower_devices
-        self.behavior_name = behavior_name
+        super().__init__(behavior_name, settings, stats)
         self.spec = spec
-        self.settings = settings
-        self.stats = stats
-        self.step = 0
-        self.episodes = 0  # finished episodes, over resumes (training_status.json)
         self.rng = np.random.default_rng(seed)
         self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
         self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
@@ -77,13 +70,7 @@ class PPOTrainer:
             self.bc = BCModule(
                 self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, hp.num_epoch, seed
             )
-        with self.policy.graph.as_default():
-            self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
-            self._init_op = tf.global_variables_initializer()
-            if cluster is not None:
-                self.policy.link_cluster(cluster.target, cluster.settings.workers)
-        self.policy.graph.finalize()
-        self.policy.session.run(self._init_op)
+        self._finish_graph(cluster)
         self.buffer = AgentBuffer()
         self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.has_updated = False  # set after the first update run returns
@@ -152,12 +139,6 @@ class PPOTrainer:
                 self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
             del self._signal_returns[traj.agent]
 
-    def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
-        self.episodes += len(episodes)
-        for ep in episodes:
-            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
-            self.stats.add_stat("Environment/Episode Length", float(ep.length))
-
     # ----------------------------------------------------------------- update
 
     @property
@@ -184,12 +165,7 @@ class PPOTrainer:
         self.policy.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
-                feed: FeedDict = {}
-                for signal in self.signals.values():
-                    for ph, value in signal.prepare_update(minibatch, len(minibatch["masks"])).items():
-                        if ph in feed:
-                            raise ValueError(f"feed collision on {ph.name} from signal {signal.name}")
-                        feed[ph] = value
+                feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch["masks"]))
                 run_update = self.optimizer.update_separately if self.separate_signal_updates else self.optimizer.update
                 for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
@@ -201,56 +177,5 @@ class PPOTrainer:
         if self.bc is not None:
             # A separate pass after the PPO epochs, with its own runs (FACTS section 2).
             averaged["pretraining_loss"] = self.bc.update(self.step)
-            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
-        for name, value in averaged.items():
-            tag = UPDATE_TAGS.get(name)
-            if tag is None:
-                continue
-            # ML-Agents reports the absolute value of the policy loss.
-            self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
-        for signal in self.signals.values():
-            for tag, update_name in signal.stats.items():
-                if update_name in averaged:
-                    self.stats.add_stat(tag, averaged[update_name])
+        self.report_update(averaged, UPDATE_TAGS)
         return averaged
-
-    # ------------------------------------------------------------- checkpoints
-
-    def checkpoint_prefix(self, directory: str, step: int) -> str:
-        return os.path.join(directory, f"checkpoint-{step}")
-
-    def save(self, directory: str) -> str:
-        """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""
-        os.makedirs(directory, exist_ok=True)
-        self.policy.set_step(self.step)
-        prefix = self.checkpoint_prefix(directory, self.step)
-        self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
-        return prefix
-
-    def load(self, prefix: str, reset_step: bool = False) -> None:
-        """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
-        if not glob.glob(prefix + ".index"):
-            raise CheckpointError(f"{prefix}: checkpoint not found")
-        try:
-            self._saver.restore(self.policy.session, prefix)
-        except (tf.errors.OpError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({first})") from None
-        if reset_step:
-            self.policy.set_step(0)
-            self.step = 0
-        else:
-            self.step = self.policy.get_step()
-
-    @staticmethod
-    def delete_checkpoint(prefix: str) -> None:
-        for path in glob.glob(prefix + ".*"):
-            os.remove(path)
-
-    def close(self) -> None:
-        self.policy.close()
-
-    @property
-    def is_training_done(self) -> bool:
-        return self.step >= self.settings.max_steps
-

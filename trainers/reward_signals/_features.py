@@ -85,18 +85,22 @@ def action_features(
     continuous: Optional[tf.Tensor],
     discrete: Optional[tf.Tensor],
     raw_continuous: bool,
+    squashed: bool = False,
 ) -> tf.Tensor:
     """``[B, c + sum(branches)]`` float32: env-space continuous actions, then one-hot branches.
 
     Args:
         continuous: ``[B, c]``; the policy's raw sample when ``raw_continuous`` (mapped to
-            ``clip(a, -3, 3) / 3``), else already in environment space (demo actions).
+            ``clip(a, -3, 3) / 3``, or ``tanh(a)`` when ``squashed``: SAC's actor), else
+            already in environment space (demo actions).
         discrete: ``[B, b]`` int32.
     """
     parts = []
     if action_spec.is_continuous:
         assert continuous is not None
-        parts.append(env_continuous(continuous) if raw_continuous else continuous)
+        if raw_continuous:
+            continuous = tf.tanh(continuous) if squashed else env_continuous(continuous)
+        parts.append(continuous)
     if action_spec.is_discrete:
         assert discrete is not None
         parts.append(one_hot_branches(discrete, action_spec.discrete_branches))

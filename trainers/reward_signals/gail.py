@@ -206,7 +206,8 @@ class GAILRewardSignal(RewardSignal):
             return None
         assert done is not None
         act = action_features(
-            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous
+            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous,
+            squashed=self.policy.squashed,
         )
         return tf.concat([act, done[:, None]], axis=1)
 

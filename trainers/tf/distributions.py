@@ -3,12 +3,18 @@
 Conventions shared with ML-Agents 2.0: continuous actions are sampled unbounded and the
 environment (and the exported model) receives ``clip(a, -3, 3) / 3``; the log-probability
 used by PPO is that of the unclipped sample. Discrete masks are 1 = allowed, 0 = masked.
+
+SAC's actor (``squashed=True``) is a tanh-squashed Gaussian with a state-dependent log std
+(as ML-Agents' SAC): the raw sample ``u`` is what buffers store, the environment receives
+``tanh(u)``, and the log-probability is that of the squashed action,
+``log N(u) - sum_i log(1 - tanh(u_i)^2)``, written stably as
+``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from trainers.tf import tf
 from trainers.tf.layers import dense
@@ -23,45 +29,72 @@ def env_continuous(raw: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(raw, -CONTINUOUS_CLIP, CONTINUOUS_CLIP) / CONTINUOUS_CLIP
 
 
+def squash_log_correction(raw: tf.Tensor) -> tf.Tensor:
+    """``[B, c]`` raw ``u`` -> ``[B, c]`` ``log(1 - tanh(u)^2)``, stable for large ``|u|``."""
+    return 2.0 * (math.log(2.0) - raw - tf.nn.softplus(-2.0 * raw))
+
+
 @dataclass(frozen=True)
 class Gaussian:
-    """Diagonal Gaussian with a state-independent log std.
+    """Diagonal Gaussian; tanh-squashed when ``squashed`` (SAC).
 
     Attributes:
         mean: ``[B, c]``.
-        log_std: ``[c]`` (a trainable variable, clipped).
-        sample: ``[B, c]`` raw sample (unclipped).
+        log_std: ``[c]`` (a trainable variable, clipped) or, squashed, ``[B, c]`` (a head).
+        sample: ``[B, c]`` raw sample (unclipped, unsquashed).
+        squashed: the environment receives ``tanh(raw)`` instead of ``clip(raw, -3, 3) / 3``.
     """
 
     mean: tf.Tensor
     log_std: tf.Tensor
     sample: tf.Tensor
+    squashed: bool = False
 
     def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
-        """``[B, c]`` raw actions -> ``[B]`` joint log-probability."""
+        """``[B, c]`` raw actions -> ``[B]`` joint log-probability (of ``tanh(raw)`` when
+        squashed: the change-of-variables term is subtracted)."""
         z = (actions - self.mean) * tf.exp(-self.log_std)
         per_dim = -0.5 * tf.square(z) - self.log_std - 0.5 * math.log(2.0 * math.pi)
+        if self.squashed:
+            per_dim -= squash_log_correction(actions)
         return tf.reduce_sum(per_dim, axis=1)
 
     def entropy(self) -> tf.Tensor:
-        """``[B]``: the *mean* over dims of 0.5 + 0.5 log(2 pi) + log_std.
+        """``[B]``: the *mean* over dims of 0.5 + 0.5 log(2 pi) + log_std (of the unsquashed
+        Gaussian; the squashed entropy has no closed form).
 
         ML-Agents' convention (TF ``GaussianDistribution``, torch
         ``GaussianDistInstance.entropy``): averaged, not summed, over action dimensions, so
         that ``beta`` weighs the entropy bonus the same whatever the number of dimensions.
         """
-        per_dim = 0.5 + 0.5 * math.log(2.0 * math.pi) + self.log_std
-        return tf.reduce_mean(per_dim) * tf.ones_like(self.mean[:, 0])
+        per_dim = 0.5 + 0.5 * math.log(2.0 * math.pi) + self.log_std + tf.zeros_like(self.mean)
+        return tf.reduce_mean(per_dim, axis=1)
+
+    def to_env(self, raw: tf.Tensor) -> tf.Tensor:
+        """``[B, c]`` raw actions -> ``[B, c]`` what the environment receives, in [-1, 1]."""
+        return tf.tanh(raw) if self.squashed else env_continuous(raw)
 
 
-def build_gaussian(encoding: tf.Tensor, size: int) -> Gaussian:
-    """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``."""
+def build_gaussian(
+    encoding: tf.Tensor, size: int, squashed: bool = False, noise: Optional[tf.Tensor] = None
+) -> Gaussian:
+    """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``.
+
+    ``squashed`` (SAC): the log std is a second head on the encoding (state-dependent).
+    ``noise`` ``[B, size]``: standard-normal noise fed from outside (SAC's towers, so that
+    1 and N towers draw the same sample); None: drawn in the graph.
+    """
     with tf.variable_scope("continuous"):
         mean = dense(encoding, size, "mu", gain=0.01)
-        log_std_var = tf.get_variable("log_std", [size], encoding.dtype, tf.zeros_initializer())
-    log_std = tf.clip_by_value(log_std_var, LOG_STD_MIN, LOG_STD_MAX)
-    sample = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
-    return Gaussian(mean, log_std, sample)
+        if squashed:
+            log_std_raw = dense(encoding, size, "log_std", gain=0.01)
+        else:
+            log_std_raw = tf.get_variable("log_std", [size], encoding.dtype, tf.zeros_initializer())
+    log_std = tf.clip_by_value(log_std_raw, LOG_STD_MIN, LOG_STD_MAX)
+    if noise is None:
+        noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+    sample = mean + tf.exp(log_std) * noise
+    return Gaussian(mean, log_std, sample, squashed)
 
 
 @dataclass(frozen=True)

@@ -111,13 +111,15 @@ def build_body(
     normalizers: Sequence[Optional[Normalizer]],
     name: str,
     num_layers: Optional[int] = None,
+    extra: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
 
     Vector observations are normalised (when a normalizer is given) and concatenated; each
     visual observation goes through its own CNN to ``hidden_units``; the concatenation then
     goes through ``num_layers`` dense layers (the argument, when given, else the network's;
-    0 leaves the joined encodings as they are).
+    0 leaves the joined encodings as they are). ``extra`` ``[B, k]`` (SAC's Q networks: the
+    action) joins the concatenation before those layers.
     """
     act = get_activation(network.activation)
     parts = []
@@ -129,6 +131,8 @@ def build_body(
                     parts.append(dense(h, network.hidden_units, "dense", act))
             else:
                 parts.append(norm.normalize(x) if norm is not None else x)
+        if extra is not None:
+            parts.append(extra)
         joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
         layers = network.num_layers if num_layers is None else num_layers
         return mlp(joined, network.hidden_units, layers, act, "body", body_bias_std(network, normalizers))

@@ -1,0 +1,231 @@
+"""SAC trainer of one behavior: trajectories -> replay buffer -> one-run updates every
+``steps_per_update`` agent steps.
+
+The controller drives it exactly as PPO (`process_trajectory`, `ready_to_update`,
+`update`). After ``buffer_init_steps`` agent steps (and at least ``batch_size`` stored
+experiences), ``update`` runs as many SAC updates as the step count asks for (ML-Agents'
+rule: while ``(step - buffer_init_steps) / update_steps > steps_per_update``), each **one**
+``sess.run`` on ``batch_size`` replayed rows. Rewards of the learned signals (curiosity,
+GAIL) are evaluated on each sampled minibatch (they change as those networks learn,
+as in ML-Agents); the extrinsic reward is the stored one. Every
+``reward_signal_steps_per_update`` steps the signals' networks and BC are updated **in the
+same run** as the SAC update (when ``reward_signal_steps_per_update`` is smaller than
+``steps_per_update`` they still update at most once per SAC run).
+
+``save_replay_buffer: true`` writes the buffer next to the checkpoints
+(``<Behavior>/replay_buffer.npz``, atomically, with the step it belongs to) at every
+checkpoint; ``--resume`` restores it.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from envs.base_env import BehaviorSpec
+from trainers.bc import BCModule
+from trainers.exceptions import CheckpointError, ConfigError
+from trainers.optimizer_common import prepare_signal_feeds
+from trainers.policy import Policy
+from trainers.reward_signals.factory import create_reward_signals
+from trainers.sac.optimizer import SACOptimizer
+from trainers.sac.replay import ReplayBuffer
+from trainers.settings import SACSettings, TrainerSettings
+from trainers.stats import StatsReporter
+from trainers.trainer_base import Trainer
+from trainers.trajectory import AgentKey, Trajectory
+
+REPLAY_FILE = "replay_buffer.npz"
+
+# Update statistics -> the TensorBoard tags ML-Agents users read.
+UPDATE_TAGS = {
+    "policy_loss": "Losses/Policy Loss",
+    "value_loss": "Losses/Value Loss",
+    "q1_loss": "Losses/Q1 Loss",
+    "q2_loss": "Losses/Q2 Loss",
+    "entropy_loss": "Losses/Entropy Loss",
+    "entropy_coef": "Policy/Entropy Coeff",
+    "entropy": "Policy/Entropy",
+    "learning_rate": "Policy/Learning Rate",
+    "q1_estimate": "Policy/Q1 Estimate",
+}
+
+
+class SACTrainer(Trainer):
+    """Trains one behavior with soft actor-critic."""
+
+    def __init__(
+        self,
+        behavior_name: str,
+        spec: BehaviorSpec,
+        settings: TrainerSettings,
+        stats: StatsReporter,
+        seed: int,
+        devices: Sequence[str] = ("/cpu:0",),
+        cpu_only: bool = False,
+    ) -> None:
+        if settings.network_settings.memory is not None:
+            raise ConfigError(
+                f"behaviors.{behavior_name}.network_settings.memory: recurrent SAC (LSTM) is not "
+                "supported yet; remove the memory section or use trainer_type: ppo"
+            )
+        super().__init__(behavior_name, settings, stats)
+        hp = settings.hyperparameters
+        assert isinstance(hp, SACSettings)
+        self.hyperparameters: SACSettings = hp
+        self.spec = spec
+        self.rng = np.random.default_rng(seed)
+        self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
+        self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
+        self.optimizer = SACOptimizer(self.policy, settings, self.signals, devices)
+        self.bc: Optional[BCModule] = None
+        if settings.behavioral_cloning is not None:
+            # One BC minibatch joins the update run, after the SAC applies.
+            self.bc = BCModule(
+                self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, 1, seed,
+                after=[self.optimizer.sac_op],
+            )
+        self._finish_graph()
+        self.optimizer.init_targets()
+        self.replay = ReplayBuffer(hp.buffer_size, 1)
+        self._learned_signals = [s for s in self.signals.values() if s.optimizer_group() is not None]
+        self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.update_steps = 1  # SAC updates so far + 1 (ML-Agents' counter)
+        self.reward_signal_update_steps = 1
+        self.has_updated = False
+
+    # -------------------------------------------------------------- experience
+
+    def trajectory_fields(self, traj: Trajectory) -> Dict[str, np.ndarray]:
+        """The replay fields of a trajectory, ``[T, ...]`` each."""
+        n = len(traj)
+        fields: Dict[str, np.ndarray] = {}
+        for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
+            fields[f"obs_{i}"] = o
+            fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
+        if traj.continuous_action.shape[1]:
+            fields["continuous_action"] = traj.continuous_action
+        if traj.discrete_action.shape[1]:
+            fields["discrete_action"] = traj.discrete_action
+            fields["action_mask"] = (
+                traj.action_mask
+                if traj.action_mask is not None
+                else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
+            )
+        fields["environment_rewards"] = traj.rewards
+        fields["done"] = np.zeros(n, np.float32)
+        fields["done"][-1] = float(traj.done)
+        # Q targets stop only at true terminal states (not at time limits).
+        fields["terminal"] = np.zeros(n, np.float32)
+        fields["terminal"][-1] = float(traj.done and not traj.interrupted)
+        return fields
+
+    def process_trajectory(self, traj: Trajectory) -> None:
+        """Normalizer update, reward and value statistics; appends to the replay buffer."""
+        if self.policy.normalize:
+            self.policy.update_normalization(traj.obs)
+        fields = self.trajectory_fields(traj)
+        values = self.optimizer.evaluate_values(traj.obs)
+        returns_acc = self._signal_returns[traj.agent]
+        for name, signal in self.signals.items():
+            returns_acc[name] += float(signal.evaluate(fields, self.has_updated).sum())
+            self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(values[name].mean()))
+        self.replay.add(fields)
+        if traj.done:
+            for name, signal in self.signals.items():
+                self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
+            del self._signal_returns[traj.agent]
+
+    # ----------------------------------------------------------------- update
+
+    def _due(self, counter: int, steps_per_update: float) -> bool:
+        return (self.step - self.hyperparameters.buffer_init_steps) / counter > steps_per_update
+
+    @property
+    def ready_to_update(self) -> bool:
+        hp = self.hyperparameters
+        return (
+            self.step >= hp.buffer_init_steps
+            and self.replay.num_experiences >= hp.batch_size
+            and self._due(self.update_steps, hp.steps_per_update)
+        )
+
+    def update(self) -> Dict[str, float]:
+        """The SAC updates the step count asks for, one ``sess.run`` each; returns the
+        statistics averaged over them (also added to the stats reporter)."""
+        hp = self.hyperparameters
+        rs_steps = hp.resolved_reward_signal_steps_per_update
+        totals: Dict[str, float] = defaultdict(float)
+        counts: Dict[str, int] = defaultdict(int)
+        while self._due(self.update_steps, hp.steps_per_update):
+            batch = self.replay.sample(hp.batch_size, self.rng)
+            if self.spec.action_spec.is_continuous:
+                batch["sac_noise"] = self.rng.standard_normal(
+                    (hp.batch_size, self.spec.action_spec.continuous_size), dtype=np.float32
+                )
+            for name, signal in self.signals.items():
+                batch[f"{name}_rewards"] = signal.evaluate(batch, self.has_updated)
+            with_signals = bool(self._learned_signals or self.bc is not None) and self._due(
+                self.reward_signal_update_steps, rs_steps
+            )
+            if with_signals:
+                feed = prepare_signal_feeds(list(self.signals.values()), batch, hp.batch_size)
+                if self.bc is not None:
+                    out = self.optimizer.update(
+                        batch, self.step, feed, True, [self.bc.train_op], [self.bc.loss],
+                        self.bc.feed_list, self.bc.sample_feeds(self.step),
+                    )
+                    out["pretraining_loss"] = out.pop("extra/0")
+                else:
+                    out = self.optimizer.update(batch, self.step, feed, True)
+                self.reward_signal_update_steps += 1
+            else:
+                out = self.optimizer.update(batch, self.step, with_signals=False)
+            self.update_steps += 1
+            for k, v in out.items():
+                totals[k] += v
+                counts[k] += 1
+        self.has_updated = True
+        averaged = {k: v / counts[k] for k, v in totals.items()}
+        self.report_update(averaged, UPDATE_TAGS)
+        return averaged
+
+    # ------------------------------------------------------------- checkpoints
+
+    def replay_path(self, directory: str) -> str:
+        return os.path.join(directory, REPLAY_FILE)
+
+    def save(self, directory: str) -> str:
+        """The checkpoint, then (``save_replay_buffer``) the replay buffer, atomically."""
+        prefix = super().save(directory)
+        if self.hyperparameters.save_replay_buffer:
+            self.replay.save(self.replay_path(directory), self.step)
+        return prefix
+
+    def load(self, prefix: str, reset_step: bool = False) -> None:
+        """Restores the checkpoint; on resume (not ``reset_step``) also the replay buffer
+        when ``save_replay_buffer`` and the file exist. The update counters follow the step
+        (no burst of catch-up updates after a resume)."""
+        super().load(prefix, reset_step)
+        hp = self.hyperparameters
+        done = max(0, self.step - hp.buffer_init_steps)
+        self.update_steps = int(done / hp.steps_per_update) + 1
+        self.reward_signal_update_steps = int(done / hp.resolved_reward_signal_steps_per_update) + 1
+        self.has_updated = self.step > hp.buffer_init_steps
+        path = self.replay_path(os.path.dirname(prefix))
+        if reset_step or not hp.save_replay_buffer or not os.path.isfile(path):
+            return
+        try:
+            saved_step = self.replay.load(path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{path}: cannot restore the replay buffer ({exc})") from None
+        if saved_step != self.step:
+            # The buffer is written after the checkpoint: a crash in between leaves the
+            # previous checkpoint's buffer, which is still valid experience.
+            print(
+                f"[WARNING] {self.behavior_name}: replay buffer from step {saved_step}, checkpoint at step "
+                f"{self.step}; continuing with it",
+                flush=True,
+            )

@@ -1,0 +1,111 @@
+"""What every trainer of one behavior shares (PPO and SAC): episode statistics, the saver,
+checkpoints (save, restore, prune) and shutdown.
+
+Moved here from ``ppo/trainer.py`` when SAC arrived; a trainer subclass builds its policy,
+optimizer and modules in the policy's graph, then calls `Trainer._finish_graph`.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from trainers.exceptions import CheckpointError
+from trainers.settings import TrainerSettings
+from trainers.stats import StatsReporter
+from trainers.tf import tf
+from trainers.trajectory import EpisodeEnd
+
+if TYPE_CHECKING:
+    from trainers.policy import Policy
+    from trainers.reward_signals.base import RewardSignal
+
+
+class Trainer:
+    """Base of `PPOTrainer` and `SACTrainer`: checkpoints, episode stats, shutdown.
+
+    Subclasses set ``policy`` (and ``step``/``episodes`` start at 0 here).
+    """
+
+    policy: "Policy"
+    signals: Mapping[str, "RewardSignal"]
+
+    def __init__(self, behavior_name: str, settings: TrainerSettings, stats: StatsReporter) -> None:
+        self.behavior_name = behavior_name
+        self.settings = settings
+        self.stats = stats
+        self.step = 0
+        self.episodes = 0  # finished episodes, over resumes (training_status.json)
+
+    def _finish_graph(self, cluster: Optional[Any] = None) -> None:
+        """Saver and initializer of every variable, then finalises the graph and runs init.
+
+        ``cluster``: a ``trainers.tf.cluster.Chief``; update runs then go to its server."""
+        with self.policy.graph.as_default():
+            self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
+            self._init_op = tf.global_variables_initializer()
+            if cluster is not None:
+                self.policy.link_cluster(cluster.target, cluster.settings.workers)
+        self.policy.graph.finalize()
+        self.policy.session.run(self._init_op)
+
+    def report_update(self, averaged: Mapping[str, float], tags: Mapping[str, str]) -> None:
+        """Adds an update's averaged statistics under their TensorBoard tags (``tags``:
+        stat name -> tag; the policy loss as its absolute value, as ML-Agents reports it),
+        BC's ``pretraining_loss`` and every reward signal's own tags."""
+        for name, value in averaged.items():
+            tag = tags.get(name)
+            if tag is not None:
+                self.stats.add_stat(tag, abs(value) if name == "policy_loss" else value)
+        if "pretraining_loss" in averaged:
+            self.stats.add_stat("Losses/Pretraining Loss", averaged["pretraining_loss"])
+        for signal in self.signals.values():
+            for tag, update_name in signal.stats.items():
+                if update_name in averaged:
+                    self.stats.add_stat(tag, averaged[update_name])
+
+    def record_episodes(self, episodes: Sequence[EpisodeEnd]) -> None:
+        self.episodes += len(episodes)
+        for ep in episodes:
+            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
+            self.stats.add_stat("Environment/Episode Length", float(ep.length))
+
+    # ------------------------------------------------------------- checkpoints
+
+    def checkpoint_prefix(self, directory: str, step: int) -> str:
+        return os.path.join(directory, f"checkpoint-{step}")
+
+    def save(self, directory: str) -> str:
+        """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""
+        os.makedirs(directory, exist_ok=True)
+        self.policy.set_step(self.step)
+        prefix = self.checkpoint_prefix(directory, self.step)
+        self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
+        return prefix
+
+    def load(self, prefix: str, reset_step: bool = False) -> None:
+        """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
+        if not glob.glob(prefix + ".index"):
+            raise CheckpointError(f"{prefix}: checkpoint not found")
+        try:
+            self._saver.restore(self.policy.session, prefix)
+        except (tf.errors.OpError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({first})") from None
+        if reset_step:
+            self.policy.set_step(0)
+            self.step = 0
+        else:
+            self.step = self.policy.get_step()
+
+    @staticmethod
+    def delete_checkpoint(prefix: str) -> None:
+        for path in glob.glob(prefix + ".*"):
+            os.remove(path)
+
+    def close(self) -> None:
+        self.policy.close()
+
+    @property
+    def is_training_done(self) -> bool:
+        return self.step >= self.settings.max_steps
