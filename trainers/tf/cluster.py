@@ -223,6 +223,7 @@ class UpdateSession(tf.Session):
     def __init__(self, target: str, graph: tf.Graph, config: tf.ConfigProto, workers: Sequence[str]) -> None:
         super().__init__(target, graph=graph, config=config)
         self.workers = tuple(workers)
+        self.lost_worker = False  # set when a run failed because a worker went away
 
     def _guard(self, call, *args, **kwargs):
         try:
@@ -231,6 +232,7 @@ class UpdateSession(tf.Session):
             error = lost_worker(exc, self.workers)
             if error is exc:
                 raise
+            self.lost_worker = True
             raise error from None
 
     def run(self, *args, **kwargs):  # noqa: D102 (tf.Session.run)
@@ -305,4 +307,9 @@ class ClusterLink:
         self._local_write(*self._cluster_read())
 
     def close(self) -> None:
+        if getattr(self.session, "lost_worker", False):
+            # Closing deregisters the graph on every worker, and TensorFlow waits for a
+            # dead one without a deadline: the session is left to the process's end (the
+            # chief's server is kept for the process anyway, see `Chief`).
+            return
         self.session.close()
