@@ -235,7 +235,8 @@ class Policy:
                 if settings.threaded
                 else None
             )
-        self.session = make_session(self.graph, devices, cpu_only)
+        # Recurrent: no Grappler (its pass over the unrolled update graph costs seconds).
+        self.session = make_session(self.graph, devices, cpu_only, graph_rewrites=not self.use_recurrent)
         # Where update runs go: this session, or on a cluster chief the session on its
         # server (link_cluster); everything else runs here.
         self.update_session = self.session
