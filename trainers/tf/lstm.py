@@ -9,9 +9,9 @@ Three ways to run the same weights:
 * `lstm_sequences`: training. Rows ``[S * L, in]`` are ``S`` sequences of ``L`` (static)
   consecutive steps; ``memory_in`` ``[S, memory_size]`` is each sequence's initial memory.
   Unrolled in Python (``L`` cell copies), so there is no loop op in the graph. With a
-  ``step_mask`` ``[S * L]`` (0 on the left padding of a trajectory's first sequence), a
-  masked step leaves the state unchanged: the first real step then starts from exactly
-  the stored memory, as it did when the action was sampled. With ``reset`` ``[S * L]``
+  ``step_mask`` ``[S * L]`` (0 on the left padding of an episode's first sequence, as BC's
+  demo sequences have), a masked step leaves the state unchanged: the first real step then
+  starts from exactly the given memory. With ``reset`` ``[S * L]``
   the update buffer's packed sequences (several trajectories back to back in one
   sequence): ``memory_in`` is then per row ``[S * L, memory_size]`` (the memory each step
   acted from) and a step with ``reset`` 1 (a trajectory's first step; every sequence's
