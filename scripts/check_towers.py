@@ -10,7 +10,8 @@ above the tolerance.
                                    [--memory] [--tolerance=1e-5] [--continuous]
 
 ``--memory``: an LSTM actor and critic (memory_size 16, sequence_length 8); the minibatch is
-``rows // 8`` whole sequences, some left-padded, with random stored memories, so towers
+``rows // 8`` whole sequences, some with masked rows and trajectories starting inside them
+(``reset``), with random stored memories per row, so towers
 must split by sequences (an uneven count when it is not a multiple of the tower count).
 
 ``--trainer=sac`` checks SAC's update (twin Q, value, target update, entropy coefficients)
@@ -86,6 +87,9 @@ def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, 
             mb[key] = np.stack([rng.integers(0, b, rows) for b in spec.action_spec.discrete_branches], 1).astype(np.int32)
         elif key in ("masks", "action_mask"):
             mb[key] = np.ones(shape, np.float32)
+        elif key == "reset":
+            # Trajectory starts inside packed sequences (the LSTMs restart from the row's memory).
+            mb[key] = (rng.uniform(size=shape) < 0.2).astype(np.float32)
         elif key in ("done", "terminal"):
             mb[key] = (rng.uniform(size=shape) < 0.2).astype(np.float32)
         elif key == "prev_action":
@@ -94,8 +98,8 @@ def random_minibatch(trainer, rows: int, rng: np.random.Generator) -> Dict[str, 
             mb[key] = rng.normal(size=shape).astype(np.float32)
     length = trainer.policy.sequence_length
     if length > 1:
-        # Left padding (mask 0) at the start of every third sequence, as a trajectory's
-        # first sequence has in the buffer.
+        # Masked rows (mask 0) at the start of every third sequence (they must weigh
+        # nothing in any tower).
         for start in range(0, rows, 3 * length):
             mb["masks"][start : start + rng.integers(1, length)] = 0.0
     return mb
@@ -110,8 +114,7 @@ def run_update(trainer, mb, trace: bool):
     opt = trainer.optimizer
     if not trace:
         return opt.update(mb, 1, feed), None
-    length = trainer.policy.sequence_length
-    full = {opt.placeholders[k]: (v[::length] if k in opt.sequence_keys else v) for k, v in mb.items()}
+    full = {opt.placeholders[k]: v for k, v in mb.items()}
     full.update(feed)
     full[opt.current_step] = 1
     meta = tf.RunMetadata()

@@ -17,7 +17,7 @@ inside it (a clipped mean beyond +-3 would get no gradient back). The log std is
 trained by BC. Hybrid specs add both terms.
 
 **Recurrent policies.** The demo is cut into its episodes, each left-padded to whole
-sequences of ``sequence_length`` (as the update buffer does; padding masked out of the
+sequences of ``sequence_length`` (as ML-Agents' update buffer does; padding masked out of the
 loss); minibatches are whole sequences, each starting from a zero memory (as ML-Agents'
 BC does), with the expert's previous discrete action fed as the policy's previous action
 (0 at an episode's first step).

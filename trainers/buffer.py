@@ -1,4 +1,4 @@
-"""Experience storage: GAE and returns, the update buffer, sequence padding, minibatches.
+"""Experience storage: GAE and returns, the update buffer, sequence packing, minibatches.
 
 Plain numpy: no TensorFlow here. Field names used across the trainer:
 
@@ -11,8 +11,18 @@ Plain numpy: no TensorFlow here. Field names used across the trainer:
   ``<s>_advantage`` ``[T]``; ``advantages`` ``[T]``: the (normalised) sum;
 * ``masks`` ``[T]`` float32: 1 for real steps, 0 for LSTM padding;
 * recurrent policies: ``memory`` ``[T, m]`` the actor memory each step acted from,
-  ``critic_memory`` ``[T, m]`` the critic's (seed 2), ``prev_action`` ``[T, b]`` (discrete).
-  The update reads the memories of each sequence's first row only.
+  ``critic_memory`` ``[T, m]`` the critic's (seed 2), ``prev_action`` ``[T, b]`` (discrete),
+  ``reset`` ``[T]`` float32: 1 on a trajectory's first step.
+
+**Packed sequences** (recurrent policies). The PPO buffer does not pad trajectories:
+they are appended back to back and cut into sequences of ``sequence_length`` rows only at
+update time, where `AgentBuffer.pad_to_sequences` pads the buffer's *last* sequence
+(``masks`` 0). A sequence may so hold the end of one trajectory and the start of others;
+the unroll starts each sequence, and each trajectory inside one (``reset`` 1), from the
+stored memory of that row, which is the memory the step acted from, so the update
+recomputes what was sampled. (ML-Agents left-pads every trajectory to whole sequences:
+with 5-step episodes and sequences of 64, 90% of its rows are padding.) `pad_trajectory`
+(left padding, per episode) is what BC's demo sequences use.
 """
 from __future__ import annotations
 
@@ -110,6 +120,14 @@ def pad_trajectory(fields: Mapping[str, np.ndarray], sequence_length: int) -> Di
     return out
 
 
+def _tail_padding(key: str, value: np.ndarray, pad: int) -> np.ndarray:
+    """``pad`` rows to append after ``value`` ``[T, ...]`` (`AgentBuffer.pad_to_sequences`)."""
+    if key in EDGE_PADDED:
+        return np.repeat(value[-1:], pad, axis=0)
+    fill = 1.0 if key in ONE_PADDED or key == "reset" else 0.0
+    return np.full((pad,) + value.shape[1:], fill, dtype=value.dtype)
+
+
 class AgentBuffer:
     """Columns of experience, appended trajectory by trajectory.
 
@@ -156,6 +174,21 @@ class AgentBuffer:
     def num_experiences(self) -> int:
         """Rows stored (0 when empty)."""
         return next(iter(self._rows.values()), 0)
+
+    def pad_to_sequences(self, sequence_length: int) -> int:
+        """Pads the last sequence of packed trajectories to ``sequence_length`` rows.
+
+        The padding rows have ``masks`` 0 (they weigh nothing in any loss or statistic),
+        ``reset`` 1, ones in ``action_mask``, the last row's memories, zeros elsewhere.
+        Returns the number of rows added (``< sequence_length``).
+        """
+        n = self.num_experiences
+        pad = (-n) % sequence_length
+        if pad:
+            for key in self.keys():
+                value = self[key]
+                self.add(key, _tail_padding(key, value, pad))
+        return pad
 
     def clear(self) -> None:
         self._chunks.clear()

@@ -85,6 +85,7 @@ def build_actor(
     sequence_length: int = 1,
     step_mask: Optional[tf.Tensor] = None,
     prev_action: Optional[tf.Tensor] = None,
+    reset: Optional[tf.Tensor] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
@@ -94,6 +95,8 @@ def build_actor(
     memory_size]`` their initial memories, ``step_mask`` ``[B]`` (0 = padding) and, with
     discrete actions, ``prev_action`` ``[B, branches]`` int32 (the action taken at the
     previous step, 0 at an episode's first step) fed one-hot per branch into the LSTM.
+    With ``reset`` ``[B]`` (packed sequences, `lstm_sequences`), ``memory_in`` is per row
+    ``[B, memory_size]`` and a trajectory starting inside a sequence starts from its row's.
 
     ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`); ``noise``
     ``[B, c]``: the continuous sample's standard-normal noise, fed (None: drawn in-graph).
@@ -106,6 +109,7 @@ def build_actor(
             encoding, memory_out = recurrent_encoding(
                 encoding, network, memory_in, sequence_length, step_mask,
                 prev_action if action_spec.is_discrete else None, action_spec.discrete_branches,
+                reset=reset,
             )
         cont = (
             build_gaussian(encoding, action_spec.continuous_size, squashed, noise)
@@ -129,12 +133,14 @@ def recurrent_encoding(
     prev_action: Optional[tf.Tensor] = None,
     branches: Sequence[int] = (),
     whole_trajectory: bool = False,
+    reset: Optional[tf.Tensor] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """The body's ``[S * L, hidden]`` encoding (+ one-hot previous actions) through the LSTM
     named ``lstm`` in the current scope: -> (``[S * L, memory_size // 2]``, ``[S, memory_size]``).
 
     ``whole_trajectory``: ``[T, hidden]`` rows of one trajectory from ``memory_in`` ``[1,
     memory_size]`` -> (``[T, memory_size // 2]``, ``[T, memory_size]`` memory after each step).
+    ``reset``: packed sequences, ``memory_in`` per row (`lstm_sequences`).
     """
     if memory_in is None:
         raise ValueError("a recurrent network needs memory_in")
@@ -144,7 +150,7 @@ def recurrent_encoding(
     if whole_trajectory:
         return lstm_trajectory(encoding, memory_in, network.memory.memory_size, "lstm")
     return lstm_sequences(
-        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask
+        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask, reset
     )
 
 
@@ -246,7 +252,8 @@ class Policy:
                 if settings.threaded and settings.trainer_type == "ppo"
                 else None
             )
-        self.session = make_session(self.graph, devices, cpu_only)
+        # Recurrent: no Grappler (its pass over the unrolled update graph costs seconds).
+        self.session = make_session(self.graph, devices, cpu_only, graph_rewrites=not self.use_recurrent)
         # Where update runs go: this session, or on a cluster chief the session on its
         # server (link_cluster); everything else runs here.
         self.update_session = self.session

@@ -100,6 +100,66 @@ def test_lstm_forms_agree_and_padding_keeps_the_memory():
     assert padded["masks"].tolist() == [0, 0, 1, 1, 1, 1, 1, 1]
 
 
+def test_packed_sequence_resets_at_trajectory_starts():
+    """Two trajectories packed in sequences of 4 ([a0 a1 a2 b0], [b1 b2 b3 b4]) with
+    ``reset`` on b0 give each trajectory's own unroll from its stored memory (1e-6), and
+    the second sequence, started from b1's stored memory, continues b's unroll."""
+    rng = np.random.default_rng(1)
+    xa = rng.normal(size=(3, 3)).astype(np.float32)
+    xb = rng.normal(size=(5, 3)).astype(np.float32)
+    ma = rng.normal(size=(1, MEMORY_SIZE)).astype(np.float32)
+    mb = rng.normal(size=(1, MEMORY_SIZE)).astype(np.float32)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        xs = tf.placeholder(tf.float32, [None, 3])
+        mem = tf.placeholder(tf.float32, [None, MEMORY_SIZE])
+        reset = tf.placeholder(tf.float32, [None])
+        with tf.variable_scope("n", reuse=tf.AUTO_REUSE):
+            traj_out, traj_states = lstm_trajectory(xs, mem, MEMORY_SIZE, "lstm")
+            packed_out, packed_mem = lstm_sequences(xs, mem, 4, MEMORY_SIZE, "lstm", reset=reset)
+        sess.run(tf.global_variables_initializer())
+        a, a_states = sess.run([traj_out, traj_states], {xs: xa, mem: ma})
+        b, b_states = sess.run([traj_out, traj_states], {xs: xb, mem: mb})
+        # The memory each step acted from, as the buffer stores it (rows a1, a2 and b1..b4
+        # are not read: the unroll carries the state there, except at sequence starts).
+        rows_memory = np.concatenate([ma, a_states[:2], mb, b_states[:4]])
+        resets = np.array([1, 0, 0, 1, 0, 0, 0, 0], np.float32)
+        out, final = sess.run(
+            [packed_out, packed_mem], {xs: np.concatenate([xa, xb]), mem: rows_memory, reset: resets}
+        )
+        # Garbage in the rows that must not be read changes nothing.
+        noisy = rows_memory.copy()
+        noisy[[1, 2, 5, 6, 7]] = 100.0
+        out_noisy = sess.run(packed_out, {xs: np.concatenate([xa, xb]), mem: noisy, reset: resets})
+    np.testing.assert_allclose(out[:3], a, atol=1e-6)
+    np.testing.assert_allclose(out[3:], b, atol=1e-6)
+    np.testing.assert_allclose(final[1], b_states[-1], atol=1e-6)
+    np.testing.assert_array_equal(out_noisy, out)
+    # Without the reset, b0 would continue a's memory: a different output.
+    assert np.abs(out[3] - a_states[2, MEMORY_SIZE // 2 :]).max() > 1e-3
+
+
+def test_short_trajectories_are_packed_not_padded(episode_run):
+    """Short trajectories (time_horizon 7, sequences of 4) occupy their real rows plus at
+    most one padded sequence at update time, not a padded sequence each; ``buffer_size``
+    counts real rows."""
+    trainer, trajectories = episode_run
+    for traj in trajectories:
+        trainer.process_trajectory(traj)
+    buf = trainer.buffer
+    real = sum(len(t) for t in trajectories)
+    assert buf.num_experiences == real  # nothing padded when stored
+    assert buf["reset"].sum() == len(trajectories)
+    starts = np.cumsum([0] + [len(t) for t in trajectories[:-1]])
+    assert np.flatnonzero(buf["reset"]).tolist() == starts.tolist()
+    padded_per_trajectory = sum(-(-len(t) // SEQ) * SEQ for t in trajectories)
+    added = buf.pad_to_sequences(SEQ)
+    assert buf.num_experiences == -(-real // SEQ) * SEQ < padded_per_trajectory
+    assert added < SEQ and float(buf["masks"].sum()) == real
+    assert np.all(buf["masks"][real:] == 0) and np.all(buf["reset"][real:] == 1)
+    np.testing.assert_array_equal(buf["memory"][real:], np.repeat(buf["memory"][real - 1 : real], added, 0))
+    trainer.buffer.clear()
+
+
 def test_pad_trajectory_fields():
     fields = {
         "memory": np.arange(6, dtype=np.float32).reshape(3, 2),
@@ -171,18 +231,23 @@ def test_critic_memory_carried_across_chunks_equals_one_unroll(episode_run):
     ids=["discrete", "hybrid", "shared-critic"],
 )
 def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
-    """Fed the stored memories of each sequence start (actor ``memory``, critic
-    ``critic_memory``) and previous actions, the training graph recomputes exactly the
+    """Fed the stored memories (actor ``memory``, critic ``critic_memory``), the trajectory
+    starts (``reset``) and previous actions, the training graph recomputes exactly the
     log-probabilities the actions were sampled with and the values the targets were
-    computed from: ratio 1 and, with returns set to the stored values, value loss 0."""
+    computed from: ratio 1 and, with returns set to the stored values, value loss 0 —
+    on packed sequences where several trajectories (of both agents) share a sequence."""
     env = Memory(num_agents=2, seed=5, **env_kwargs)
     trainer = make_trainer(env, recurrent_settings(shared))
     for traj in rollout(trainer, env, 60):
         trainer.process_trajectory(traj)
     buf = trainer.buffer
-    assert buf.num_experiences % SEQ == 0 and buf.num_experiences > 60  # padded sequences
+    real = buf.num_experiences
+    assert buf.pad_to_sequences(SEQ) == (-real) % SEQ  # only the last sequence padded
     assert ("critic_memory" in buf) is (not shared)
-    assert float(buf["masks"].sum()) < buf.num_experiences
+    assert float(buf["masks"].sum()) == real
+    # Trajectories start inside sequences (time_horizon 7, SEQ 4): resets off sequence starts.
+    inside = buf["reset"].reshape(-1, SEQ)[:, 1:]
+    assert inside[:-1].sum() >= 5, inside
     batch = {k: buf[k] for k in trainer.optimizer.placeholders}
     batch["extrinsic_returns"] = batch["extrinsic_value_estimates"]
     stats = trainer.optimizer.update(batch, 0, {})
@@ -194,11 +259,12 @@ def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
 
 
 def test_update_buffer_by_sequences(episode_run):
-    """The update shuffles whole sequences: every minibatch is sequences of SEQ rows whose
-    first row carries the sequence's stored memory."""
+    """The update shuffles whole sequences: every minibatch is sequences of SEQ
+    contiguous rows."""
     trainer, trajectories = episode_run
     for traj in trajectories:
         trainer.process_trajectory(traj)
+    trainer.buffer.pad_to_sequences(SEQ)
     rows = trainer.buffer.num_experiences
     # Tag every row with its index, to see which rows each minibatch takes.
     trainer.buffer["row"] = np.arange(rows)

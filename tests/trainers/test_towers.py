@@ -42,9 +42,7 @@ def minibatch(n, seed=0):
 
 def grads_and_update(trainer, mb):
     opt = trainer.optimizer
-    # Memories are fed one row per sequence (the first), as the optimizer's update does.
-    length = trainer.policy.sequence_length
-    feed = {opt.placeholders[k]: (v[::length] if k in opt.sequence_keys else v) for k, v in mb.items()}
+    feed = {opt.placeholders[k]: v for k, v in mb.items()}
     feed[opt.current_step] = 10
     pairs = opt.towers.gradients["ppo"]
     names = [v.op.name for _, v in pairs]
@@ -199,8 +197,9 @@ def build_recurrent(devices, restore=None):
 
 
 def recurrent_minibatch(num_sequences, seed=0):
-    """``num_sequences`` sequences of SEQ rows; every other one left-padded (mask 0), with
-    stored actor/critic memories and previous actions."""
+    """``num_sequences`` sequences of SEQ rows; masked rows in every other one, packed
+    trajectories starting inside sequences (``reset``), stored actor/critic memories per
+    row and previous actions."""
     rng = np.random.default_rng(seed)
     n = num_sequences * SEQ
     mb = minibatch(n, seed)
@@ -209,6 +208,7 @@ def recurrent_minibatch(num_sequences, seed=0):
     mb["memory"] = rng.normal(size=(n, 8)).astype(np.float32)
     mb["critic_memory"] = rng.normal(size=(n, 8)).astype(np.float32)
     mb["prev_action"] = rng.integers(0, 3, size=(n, 1)).astype(np.int32)
+    mb["reset"] = (rng.uniform(size=n) < 0.3).astype(np.float32)
     return mb
 
 

@@ -68,6 +68,7 @@ def build_recurrent_critic(
     sequence_length: int = 1,
     step_mask: Optional[tf.Tensor] = None,
     whole_trajectory: bool = False,
+    reset: Optional[tf.Tensor] = None,
 ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
     """The critic with its own LSTM (seed 2: the critic's memories are not the actor's).
 
@@ -77,6 +78,8 @@ def build_recurrent_critic(
         memory_in: ``[S, memory_size]`` the critic memory at each sequence start (``[1,
             memory_size]`` with ``whole_trajectory``).
         step_mask: ``[S * L]`` 0 on padding (which leaves the memory unchanged).
+        reset: ``[S * L]`` packed sequences (`lstm_sequences`): ``memory_in`` is then the
+            critic memory of every row ``[S * L, memory_size]``, used where ``reset`` is 1.
     Returns:
         (signal -> ``[B]`` values, ``[S, memory_size]`` final memories; with
         ``whole_trajectory`` ``[T, memory_size]``, the memory after every step).
@@ -87,7 +90,9 @@ def build_recurrent_critic(
         if whole_trajectory:
             encoding, memory_out = lstm_trajectory(encoding, memory_in, memory_size, "lstm")
         else:
-            encoding, memory_out = lstm_sequences(encoding, memory_in, sequence_length, memory_size, "lstm", step_mask)
+            encoding, memory_out = lstm_sequences(
+                encoding, memory_in, sequence_length, memory_size, "lstm", step_mask, reset
+            )
         return value_heads(encoding, signal_names), memory_out
 
 
@@ -132,7 +137,7 @@ class PPOOptimizer:
             batch = {**self.placeholders, **self.signal_placeholders}
             self.towers: TowerGraph = build_towers(
                 self._build_tower, batch, groups, self.devices,
-                sequence_length=policy.sequence_length, sequence_keys=self.sequence_keys,
+                sequence_length=policy.sequence_length,
             )
             # Per group: the ops one group's update needs (for the separate-runs benchmark).
             self._group_targets: Dict[str, List[tf.Operation]] = {
@@ -177,11 +182,6 @@ class PPOOptimizer:
         # Seed 2: the critic memory of every agent between its trajectories (dropped when
         # its episode ends); absent = zeros.
         self.critic_memory_dict: Dict[Hashable, np.ndarray] = {}
-
-    @property
-    def sequence_keys(self) -> Tuple[str, ...]:
-        """Update fields fed one row per sequence (the memories at sequence starts)."""
-        return tuple(k for k in ("memory", "critic_memory") if k in self.placeholders)
 
     @property
     def uses_critic_memory(self) -> bool:
@@ -233,7 +233,10 @@ class PPOOptimizer:
             ph["masks"] = tf.placeholder(tf.float32, [None], "masks")
             if self.policy.use_recurrent:
                 m = self.policy.memory_size
+                # Per row (packed sequences): the memories each step acted from, used at
+                # sequence starts and where ``reset`` marks a trajectory start.
                 ph["memory"] = tf.placeholder(tf.float32, [None, m], "memory")
+                ph["reset"] = tf.placeholder(tf.float32, [None], "reset")
                 if a.is_discrete:
                     ph["prev_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "prev_action")
                 if not self.hyperparameters.shared_critic:
@@ -252,16 +255,15 @@ class PPOOptimizer:
         network = self.settings.network_settings
         obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
         mask = shard["masks"]
-        recurrent = policy.use_recurrent
         actor: ActorTensors = build_actor(
             obs, shard.get("action_mask"), spec, network, policy.normalizers,
             memory_in=shard.get("memory"), sequence_length=policy.sequence_length,
-            step_mask=mask if recurrent else None, prev_action=shard.get("prev_action"),
+            prev_action=shard.get("prev_action"), reset=shard.get("reset"),
         )
         if self.uses_critic_memory:
             values, _ = build_recurrent_critic(
                 obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
-                policy.sequence_length, mask,
+                policy.sequence_length, reset=shard["reset"],
             )
         else:
             shared = actor.encoding if self.hyperparameters.shared_critic else None
@@ -365,10 +367,7 @@ class PPOOptimizer:
         return {s: v for s, v in zip(self.signals, out[:-1])}, memories
 
     def _feeds(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: FeedDict) -> List[object]:
-        length = self.policy.sequence_length
-        feeds: List[object] = [
-            minibatch[k][::length] if k in self.sequence_keys else minibatch[k] for k in self.placeholders
-        ]
+        feeds: List[object] = [minibatch[k] for k in self.placeholders]
         feeds.extend(self._wiring.feeds(extra_feed))
         feeds.append(step)
         return feeds

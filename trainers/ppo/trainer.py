@@ -12,7 +12,7 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae, pad_trajectory
+from trainers.buffer import AgentBuffer, get_gae
 from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
 from trainers.optimizer_common import prepare_signal_feeds
@@ -132,7 +132,10 @@ class PPOTrainer(Trainer):
                 fields["prev_action"] = traj.prev_action
             if critic_memory is not None:
                 fields["critic_memory"] = critic_memory
-            fields = pad_trajectory(fields, self.policy.sequence_length)
+            # Packed, not padded (trainers/buffer.py): the update restarts the LSTMs from
+            # the stored memories here.
+            fields["reset"] = np.zeros(n, np.float32)
+            fields["reset"][0] = 1.0
         self.buffer.add_fields(fields)
         if traj.done:
             for name, signal in self.signals.items():
@@ -153,6 +156,9 @@ class PPOTrainer(Trainer):
         Returns the update statistics averaged over every minibatch.
         """
         hp = self.settings.hyperparameters
+        # Recurrent: the packed trajectories' last sequence is padded (masks 0) to whole
+        # sequences; buffer_size counted real rows (trainers/buffer.py).
+        self.buffer.pad_to_sequences(self.policy.sequence_length)
         adv = self.buffer["advantages"]
         # Normalised over the whole update buffer (FACTS section 2), real rows only (LSTM
         # padding rows have mask 0 and stay 0).

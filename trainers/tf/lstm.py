@@ -9,9 +9,13 @@ Three ways to run the same weights:
 * `lstm_sequences`: training. Rows ``[S * L, in]`` are ``S`` sequences of ``L`` (static)
   consecutive steps; ``memory_in`` ``[S, memory_size]`` is each sequence's initial memory.
   Unrolled in Python (``L`` cell copies), so there is no loop op in the graph. With a
-  ``step_mask`` ``[S * L]`` (0 on the left padding of a trajectory's first sequence), a
-  masked step leaves the state unchanged: the first real step then starts from exactly
-  the stored memory, as it did when the action was sampled.
+  ``step_mask`` ``[S * L]`` (0 on the left padding of an episode's first sequence, as BC's
+  demo sequences have), a masked step leaves the state unchanged: the first real step then
+  starts from exactly the given memory. With ``reset`` ``[S * L]``
+  the update buffer's packed sequences (several trajectories back to back in one
+  sequence): ``memory_in`` is then per row ``[S * L, memory_size]`` (the memory each step
+  acted from) and a step with ``reset`` 1 (a trajectory's first step; every sequence's
+  first step implicitly) starts from its row's memory instead of the carried state.
 * the same with ``L = 1``: inference (one step per agent, ``S`` = agents). This is what is
   exported (no loop op for tf2onnx).
 * `lstm_trajectory`: one trajectory of dynamic length ``T`` from one memory (``tf.scan``),
@@ -61,16 +65,20 @@ def lstm_sequences(
     memory_size: int,
     name: str,
     step_mask: Optional[tf.Tensor] = None,
+    reset: Optional[tf.Tensor] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """Runs ``S`` sequences of ``L`` steps.
 
     Args:
         x: ``[S * L, in]`` inputs, sequence-major (rows ``s * L .. s * L + L - 1``).
-        memory_in: ``[S, memory_size]`` initial ``concat(c, h)`` per sequence.
+        memory_in: ``[S, memory_size]`` initial ``concat(c, h)`` per sequence; with
+            ``reset``, ``[S * L, memory_size]``: the memory each row's step started from.
         sequence_length: ``L`` (static).
         memory_size: even.
         name: variable scope of the weights.
         step_mask: optional ``[S * L]`` float, 0 where a step must not change the state.
+        reset: optional ``[S * L]`` float, 1 where a step starts from its row of
+            ``memory_in`` (a trajectory start inside a packed sequence), else 0.
     Returns:
         ``([S * L, memory_size // 2]`` outputs ``h``, ``[S, memory_size]`` final memories).
     """
@@ -80,9 +88,19 @@ def lstm_sequences(
     length = int(sequence_length)
     xw = tf.reshape(tf.matmul(x, kernel_x) + bias, [-1, length, 4 * units])
     mask = None if step_mask is None else tf.reshape(step_mask, [-1, length, 1])
+    rows_memory = resets = None
+    if reset is not None:
+        rows_memory = tf.reshape(memory_in, [-1, length, memory_size])
+        resets = tf.reshape(reset, [-1, length, 1])
+        memory_in = rows_memory[:, 0]  # a sequence always starts from its first row's memory
     c, h = memory_in[:, :units], memory_in[:, units:]
     outputs = []
     for t in range(length):
+        if resets is not None and t > 0:
+            # A trajectory starts here: the stored memory it acted from (exact for r in {0, 1}).
+            r = resets[:, t]
+            c = r * rows_memory[:, t, :units] + (1.0 - r) * c
+            h = r * rows_memory[:, t, units:] + (1.0 - r) * h
         c_new, h_new = _cell(xw[:, t], c, h, kernel_h, units)
         if mask is not None:
             # m * new + (1 - m) * old is exact for m in {0, 1}.

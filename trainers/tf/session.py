@@ -29,7 +29,9 @@ UPDATE_POOL = 0
 CALLER_THREAD = -1
 
 
-def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False) -> tf.ConfigProto:
+def make_session_config(
+    devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False, graph_rewrites: bool = True
+) -> tf.ConfigProto:
     """A ConfigProto with enough virtual CPU devices for ``devices``.
 
     Two ways to run, chosen per callable (``FastCallable(..., pool=...)``):
@@ -46,6 +48,11 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
       scripts/benchmark_towers.py.
 
     Intra-op parallelism stays at one thread: the matrices are small.
+
+    ``graph_rewrites=False`` turns Grappler off. For recurrent policies: the update graph
+    unrolls ``sequence_length`` LSTM steps of the actor and the critic, forward and
+    backward, and Grappler spent ~10 s optimising it at the first update (benchmark.py
+    --memory, sequence_length 64) without making later updates any faster.
     """
     device_count = {"CPU": count_cpu_devices(devices)}
     if cpu_only:
@@ -62,6 +69,8 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
         threads = min(threads, os.cpu_count() or 2)
     config.session_inter_op_thread_pool.add(num_threads=max(2, threads))
     config.gpu_options.allow_growth = True
+    if not graph_rewrites:
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
     if any(d.startswith("/job:") for d in devices):
         # Cluster towers (trainers/tf/cluster.py): this local session runs only the
         # inference side; the towers on other jobs' devices are never placed here.
@@ -69,9 +78,12 @@ def make_session_config(devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = F
     return config
 
 
-def make_session(graph: tf.Graph, devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False) -> tf.Session:
-    """A session on ``graph`` able to place ops on every device in ``devices``."""
-    return tf.Session(graph=graph, config=make_session_config(devices, cpu_only))
+def make_session(
+    graph: tf.Graph, devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False, graph_rewrites: bool = True
+) -> tf.Session:
+    """A session on ``graph`` able to place ops on every device in ``devices``
+    (``graph_rewrites``: see `make_session_config`)."""
+    return tf.Session(graph=graph, config=make_session_config(devices, cpu_only, graph_rewrites))
 
 
 class FastCallable:
