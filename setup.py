@@ -21,7 +21,7 @@ setup(
     ],
     extras_require={
         "export": ["tf2onnx>=1.16", "onnxruntime>=1.17"],
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "pytest-timeout>=2"],
     },
     entry_points={
         "console_scripts": [

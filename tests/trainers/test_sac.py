@@ -442,7 +442,7 @@ def test_three_tower_sac_matches_one_tower(tmp_path):
     mb = None
     results = []
     for devices in (("/cpu:0",), ("/cpu:0", "/cpu:1", "/cpu:2")):
-        _, trainer = ct.build(devices, False, "sac", True)
+        _, trainer = ct.build(devices, False, trainer="sac", continuous=True)
         if mb is None:
             prefix = trainer.save(str(tmp_path))
             mb = ct.random_minibatch(trainer, 50, np.random.default_rng(0))

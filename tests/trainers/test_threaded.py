@@ -61,7 +61,7 @@ def test_acting_weights_change_only_at_the_swap(tmp_path) -> None:
         return trainer.policy.act(probe, deterministic=True).discrete.copy()
 
     before = acting_probs()
-    updater.process(_trajectory(spec, 64, rng))
+    updater.process(_trajectory(spec, 65, rng))  # more than buffer_size: ML-Agents' rule
     assert trainer.ready_to_update
     release = threading.Event()
     original = trainer.optimizer.update
@@ -74,7 +74,7 @@ def test_acting_weights_change_only_at_the_swap(tmp_path) -> None:
     updater.start()
     assert updater.busy
     updater.process(_trajectory(spec, 8, rng))  # queued: the buffer belongs to the update
-    assert trainer.buffer.num_experiences == 64
+    assert trainer.buffer.num_experiences == 65
     release.set()
     deadline = time.monotonic() + 30
     while updater._thread is not None and updater._thread.is_alive():

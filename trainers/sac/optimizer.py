@@ -133,14 +133,27 @@ class SACOptimizer:
                     if a.is_discrete else None
                 )
             self.placeholders = self._make_placeholders(spec)
+            # One joint set: the policy loss reads Q1/Q2 and the critic's value target reads
+            # the policy and alpha, so no apply may run before every SAC gradient is computed.
             groups = [
-                OptimizerGroup("sac_policy", tf.train.AdamOptimizer(self.learning_rate, name="sac_policy_adam"), (POLICY_SCOPE + "/",)),
+                OptimizerGroup(
+                    "sac_policy",
+                    tf.train.AdamOptimizer(self.learning_rate, name="sac_policy_adam"),
+                    (POLICY_SCOPE + "/",),
+                    joint="sac",
+                ),
                 OptimizerGroup(
                     "sac_critic",
                     tf.train.AdamOptimizer(self.learning_rate, name="sac_critic_adam"),
                     (Q1_SCOPE + "/", Q2_SCOPE + "/", VALUE_SCOPE + "/"),
+                    joint="sac",
                 ),
-                OptimizerGroup("sac_entropy", tf.train.AdamOptimizer(self.learning_rate, name="sac_entropy_adam"), (ENTROPY_SCOPE + "/",)),
+                OptimizerGroup(
+                    "sac_entropy",
+                    tf.train.AdamOptimizer(self.learning_rate, name="sac_entropy_adam"),
+                    (ENTROPY_SCOPE + "/",),
+                    joint="sac",
+                ),
             ]
             self._wiring = SignalWiring(self.signals, groups, self.placeholders)
             self.signal_placeholders = self._wiring.placeholders

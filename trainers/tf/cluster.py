@@ -214,6 +214,10 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+# Handles of update sessions abandoned because a worker went away (see `UpdateSession.close`).
+_ABANDONED_SESSIONS: list = []
+
+
 class UpdateSession(tf.Session):
     """The chief's session on its own server; any failed run becomes a ``ClusterError``
     naming the worker(s) that stopped answering (``WorkerLostError``), so every caller
@@ -234,6 +238,19 @@ class UpdateSession(tf.Session):
                 raise
             self.lost_worker = True
             raise error from None
+
+    def close(self) -> None:
+        """Closes the session, unless a worker is gone: closing deregisters the graph on
+        every worker and TensorFlow waits for a dead one without a deadline (this runs from
+        ``__del__`` too, at any garbage collection). Such a session is abandoned instead:
+        its handle is kept, never freed, for the rest of the process."""
+        if self._session is not None and not self._closed:
+            if self.lost_worker or not all(answers(w, 0.5) for w in self.workers):
+                self._closed = True
+                _ABANDONED_SESSIONS.append(self._session)
+                self._session = None
+                return
+        super().close()
 
     def run(self, *args, **kwargs):  # noqa: D102 (tf.Session.run)
         return self._guard(super().run, *args, **kwargs)
@@ -307,9 +324,5 @@ class ClusterLink:
         self._local_write(*self._cluster_read())
 
     def close(self) -> None:
-        if getattr(self.session, "lost_worker", False):
-            # Closing deregisters the graph on every worker, and TensorFlow waits for a
-            # dead one without a deadline: the session is left to the process's end (the
-            # chief's server is kept for the process anyway, see `Chief`).
-            return
+        """Closes the update session (abandoned instead if a worker is gone)."""
         self.session.close()

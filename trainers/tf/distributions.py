@@ -72,7 +72,11 @@ class Gaussian:
 
     def to_env(self, raw: tf.Tensor) -> tf.Tensor:
         """``[B, c]`` raw actions -> ``[B, c]`` what the environment receives, in [-1, 1]."""
-        return tf.tanh(raw) if self.squashed else env_continuous(raw)
+        if self.squashed:
+            # Clipped as well: onnxruntime's float32 tanh returns 1.0000001 for large inputs,
+            # and a runtime may reject an action outside [-1, 1].
+            return tf.clip_by_value(tf.tanh(raw), -1.0, 1.0)
+        return env_continuous(raw)
 
 
 def build_gaussian(

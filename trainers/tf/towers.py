@@ -43,11 +43,16 @@ class TowerOutput:
 
 @dataclass(frozen=True)
 class OptimizerGroup:
-    """One network trained by one optimizer: the trainable variables under ``scopes``."""
+    """One network trained by one optimizer: the trainable variables under ``scopes``.
+
+    ``joint``: groups with the same non-empty key are always run together and their losses
+    read each other's variables; every apply among them waits for all their gradients.
+    """
 
     name: str
     optimizer: tf.train.Optimizer
     scopes: Tuple[str, ...]
+    joint: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,18 +192,25 @@ def build_towers(
             return tf.add_n(terms) if terms else tf.zeros_like(like)
 
         averaged: Dict[str, List[Tuple[tf.Tensor, tf.Variable]]] = {}
-        apply_ops: Dict[str, tf.Operation] = {}
         for g in groups:
-            pairs = []
-            for j, var in enumerate(group_vars[g.name]):
-                grad = average([tg[g.name][j] for tg in tower_grads], var)
-                pairs.append((grad, var))
-            averaged[g.name] = pairs
-            apply_ops[g.name] = g.optimizer.apply_gradients(pairs, name=f"apply_{g.name}")
+            averaged[g.name] = [
+                (average([tg[g.name][j] for tg in tower_grads], var), var)
+                for j, var in enumerate(group_vars[g.name])
+            ]
         stats = {
             name: average([tf.cast(o.stats[name], tf.float32) for o in outputs], outputs[0].stats[name])
             for name in outputs[0].stats
         }
+        # Groups that share a ``joint`` key read each other's variables (SAC's policy loss
+        # reads both Q networks): each of their applies waits for all of their gradients,
+        # or an apply could update a network before another loss read it and the run would
+        # mix old and new weights at random (seen: SAC's policy loss moved by 1e-4 between
+        # identical runs). Other groups stay independent: a run may fetch one of them alone.
+        apply_ops: Dict[str, tf.Operation] = {}
+        for g in groups:
+            joint = [t for h in groups if g.joint and h.joint == g.joint for t, _ in averaged[h.name]]
+            with tf.control_dependencies(joint):
+                apply_ops[g.name] = g.optimizer.apply_gradients(averaged[g.name], name=f"apply_{g.name}")
     return TowerGraph(apply_ops, averaged, stats, [o.stats for o in outputs], devices)
 
 
