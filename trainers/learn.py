@@ -413,6 +413,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         print(f"trainer-learn: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C outside the training loop (which saves and returns by itself): while
+        # building graphs or waiting for the Unity Editor's Play button, say.
+        if debug:
+            raise
+        print("trainer-learn: interrupted; checkpoints already on disk are kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -6,14 +6,18 @@ Moved out of ``ppo/optimizer.py`` when SAC arrived, so both build signals the sa
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Dict, List, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.tf import tf
+from trainers.settings import TrainerSettings
 from trainers.tf.towers import OptimizerGroup, TowerGraph
+
+if TYPE_CHECKING:
+    from trainers.policy import Policy
 
 
 def schedule(initial: float, kind: str, step: tf.Tensor, max_steps: int, final: float) -> tf.Tensor:
@@ -40,6 +44,24 @@ def add_signal_field_placeholders(
                 ph[field] = tf.placeholder(tf.float32, [None], field)
             else:
                 raise ValueError(f"reward signal {sig.name}: unknown update field {field!r}")
+
+
+class OptimizerBase:
+    """What every optimizer keeps: the policy whose graph it builds in, the settings, the
+    reward signals, the tower devices and a count of update runs (tests count them)."""
+
+    def __init__(
+        self,
+        policy: "Policy",
+        settings: TrainerSettings,
+        signals: Mapping[str, RewardSignal],
+        devices: Sequence[str] = ("/cpu:0",),
+    ) -> None:
+        self.policy = policy
+        self.settings = settings
+        self.signals = dict(signals)
+        self.devices = tuple(devices)
+        self.update_runs = 0
 
 
 class SignalWiring:

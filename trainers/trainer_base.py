@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
 
 from trainers.exceptions import CheckpointError
 from trainers.settings import TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
-from trainers.trajectory import EpisodeEnd
+from trainers.trajectory import EpisodeEnd, Trajectory
 
 if TYPE_CHECKING:
     from trainers.policy import Policy
@@ -48,6 +50,28 @@ class Trainer:
                 self.policy.link_cluster(cluster.target, cluster.settings.workers)
         self.policy.graph.finalize()
         self.policy.session.run(self._init_op)
+
+    def step_fields(self, traj: Trajectory) -> Dict[str, np.ndarray]:
+        """The buffer fields every trainer stores for a trajectory of ``T`` steps: the
+        actions (``continuous_action`` ``[T, c]``, ``discrete_action`` ``[T, b]`` with
+        ``action_mask`` ``[T, sum(branches)]``, all ones when the env gave none), the
+        ``environment_rewards`` ``[T]`` and ``done`` ``[T]`` (1 on the last step of an
+        ended episode)."""
+        n = len(traj)
+        fields: Dict[str, np.ndarray] = {}
+        if traj.continuous_action.shape[1]:
+            fields["continuous_action"] = traj.continuous_action
+        if traj.discrete_action.shape[1]:
+            fields["discrete_action"] = traj.discrete_action
+            fields["action_mask"] = (
+                traj.action_mask
+                if traj.action_mask is not None
+                else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
+            )
+        fields["environment_rewards"] = traj.rewards
+        fields["done"] = np.zeros(n, np.float32)
+        fields["done"][-1] = float(traj.done)
+        return fields
 
     def report_update(self, averaged: Mapping[str, float], tags: Mapping[str, str]) -> None:
         """Adds an update's averaged statistics under their TensorBoard tags (``tags``:

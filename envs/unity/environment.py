@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -222,6 +223,7 @@ class UnityEnv(BaseEnv):
         host: str = "localhost",
         log: Callable[[str], None] = lambda s: print(s, flush=True),
         num_areas: int = 0,
+        abort: Optional[threading.Event] = None,
     ) -> None:
         """
         Args:
@@ -238,6 +240,8 @@ class UnityEnv(BaseEnv):
             host: interface the server listens on (loopback by default).
             log: where info lines go.
             num_areas: training areas to instantiate (API 1.5+ packages that read it; 0 = the scene's).
+            abort: set by another thread to give up waiting for the game (Ctrl-C while
+                games start in threads); checked about every 0.25 s.
         """
         if file_name is None and worker_id != 0:
             raise EnvError("the Unity Editor is one environment: use num_envs 1 without a build path")
@@ -246,6 +250,7 @@ class UnityEnv(BaseEnv):
         self._server: Optional[ExchangeServer] = None
         self._file_name = file_name
         self._timeout = float(timeout_wait)
+        self._abort = abort
         self._log = log
         if base_port is None:
             base_port = DEFAULT_BASE_PORT if file_name else DEFAULT_EDITOR_PORT
@@ -312,6 +317,8 @@ class UnityEnv(BaseEnv):
             raise EnvError(f"Unity build {file_name!r} could not be started: {e}") from None
 
     def _alive(self) -> Optional[str]:
+        if self._abort is not None and self._abort.is_set():
+            return "the start was cancelled"
         if self._proc is not None and self._proc.poll() is not None:
             return f"the Unity process exited with code {self._proc.returncode}"
         return None

@@ -14,6 +14,7 @@ Stats the games record (StatsRecorder) come back on ``EnvStep.env_stats``.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -125,22 +126,36 @@ class UnityEnvManager(InProcessEnvManager):
         if base_port is None:
             base_port = DEFAULT_BASE_PORT if env_path else DEFAULT_EDITOR_PORT
 
+        abort = threading.Event()
+
         def start(i: int) -> UnityEnv:
             return UnityEnv(
                 env_path, worker_id=i, base_port=base_port, seed=self._seed + i,
                 timeout_wait=options.timeout_wait, engine=options.engine,
                 env_parameters=options.env_parameters, additional_args=options.additional_args,
-                log_folder=options.log_folder, host=options.host,
+                log_folder=options.log_folder, host=options.host, abort=abort,
             )
 
-        with ThreadPoolExecutor(max_workers=int(num_envs)) as pool:
-            futures = [pool.submit(start, i) for i in range(int(num_envs))]
-            errors = []
+        pool = ThreadPoolExecutor(max_workers=int(num_envs))
+        futures = [pool.submit(start, i) for i in range(int(num_envs))]
+        errors = []
+        try:
             for f in futures:
                 try:
                     self._envs.append(f.result())
-                except BaseException as e:
+                except Exception as e:
                     errors.append(e)
+        except BaseException:
+            # Ctrl-C while the games start or the Editor's Play is awaited: every start
+            # gives up within 0.25 s instead of waiting out its timeout.
+            abort.set()
+            pool.shutdown(wait=True)
+            for f in futures:
+                if f.exception() is None and f.result() not in self._envs:
+                    self._envs.append(f.result())
+            self.close()
+            raise
+        pool.shutdown(wait=True)
         if errors:
             self.close()
             raise errors[0]

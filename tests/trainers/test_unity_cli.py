@@ -104,6 +104,35 @@ def test_editor_that_never_plays_is_one_line(run_cli, tmp_path):
     )
 
 
+def test_ctrl_c_while_waiting_for_the_editor_is_one_line(run_cli, tmp_path):
+    """Ctrl-C before training runs (here: waiting for Play) ends with one line, no traceback."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    config, _ = _setup(tmp_path, [{"name": "Fake"}])
+    port = free_port()
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break  # the trainer listens: it is waiting for the Editor now
+            except OSError:
+                time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    code, out, err = run_cli(config, f"--base-port={port}", "--timeout-wait=60", "--run-id=ctrlc")
+    presser.join(10)
+    assert code == 130
+    assert f"Listening on port {port}" in out
+    assert err.strip() == "trainer-learn: interrupted; checkpoints already on disk are kept"
+
+
 def test_3dball_example_config_loads():
     from trainer_test_utils import config_path
 

@@ -12,7 +12,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from envs.base_env import BehaviorSpec
-from trainers.optimizer_common import SignalWiring, add_signal_field_placeholders, schedule
+from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, recurrent_encoding
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
@@ -96,7 +96,7 @@ def build_recurrent_critic(
         return value_heads(encoding, signal_names), memory_out
 
 
-class PPOOptimizer:
+class PPOOptimizer(OptimizerBase):
     """Critic, PPO losses and the tower update graph in the policy's graph."""
 
     def __init__(
@@ -106,12 +106,8 @@ class PPOOptimizer:
         signals: Mapping[str, RewardSignal],
         devices: Sequence[str] = ("/cpu:0",),
     ) -> None:
-        self.policy = policy
-        self.settings = settings
+        super().__init__(policy, settings, signals, devices)
         self.hyperparameters: PPOSettings = settings.hyperparameters
-        self.signals = dict(signals)
-        self.devices = tuple(devices)
-        self.update_runs = 0  # number of update sess.runs (tests count them)
         hp = self.hyperparameters
         spec = policy.spec
         with policy.graph.as_default():

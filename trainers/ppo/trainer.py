@@ -92,20 +92,9 @@ class PPOTrainer(Trainer):
         values, critic_memory = self.optimizer.trajectory_values(
             obs_all, traj.agent, traj.done, traj.memory, prev_all
         )
-        fields: Dict[str, np.ndarray] = {f"obs_{i}": o for i, o in enumerate(traj.obs)}
-        if traj.continuous_action.shape[1]:
-            fields["continuous_action"] = traj.continuous_action
-        if traj.discrete_action.shape[1]:
-            fields["discrete_action"] = traj.discrete_action
-            fields["action_mask"] = (
-                traj.action_mask
-                if traj.action_mask is not None
-                else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
-            )
+        fields = self.step_fields(traj)
+        fields.update({f"obs_{i}": o for i, o in enumerate(traj.obs)})
         fields["log_probs"] = traj.log_probs
-        fields["environment_rewards"] = traj.rewards
-        fields["done"] = np.zeros(n, np.float32)
-        fields["done"][-1] = float(traj.done)
         fields["masks"] = np.ones(n, np.float32)
         if any(k.startswith("next_obs_") for k in self.optimizer.placeholders):
             for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):

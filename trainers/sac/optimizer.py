@@ -43,7 +43,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from envs.base_env import BehaviorSpec
-from trainers.optimizer_common import SignalWiring, add_signal_field_placeholders, schedule
+from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.settings import NetworkSettings, SACSettings, TrainerSettings
@@ -95,7 +95,7 @@ def build_state_network(
         return {s: dense(encoding, outputs, f"{s}_head", gain=1.0) for s in signal_names}
 
 
-class SACOptimizer:
+class SACOptimizer(OptimizerBase):
     """Critics, SAC losses and the tower update graph in the policy's graph."""
 
     def __init__(
@@ -105,12 +105,8 @@ class SACOptimizer:
         signals: Mapping[str, RewardSignal],
         devices: Sequence[str] = ("/cpu:0",),
     ) -> None:
-        self.policy = policy
-        self.settings = settings
+        super().__init__(policy, settings, signals, devices)
         self.hyperparameters: SACSettings = settings.hyperparameters
-        self.signals = dict(signals)
-        self.devices = tuple(devices)
-        self.update_runs = 0  # update sess.runs (tests count them)
         hp = self.hyperparameters
         spec = policy.spec
         a = spec.action_spec

@@ -101,22 +101,10 @@ class SACTrainer(Trainer):
     def trajectory_fields(self, traj: Trajectory) -> Dict[str, np.ndarray]:
         """The replay fields of a trajectory, ``[T, ...]`` each."""
         n = len(traj)
-        fields: Dict[str, np.ndarray] = {}
+        fields = self.step_fields(traj)
         for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
             fields[f"obs_{i}"] = o
             fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
-        if traj.continuous_action.shape[1]:
-            fields["continuous_action"] = traj.continuous_action
-        if traj.discrete_action.shape[1]:
-            fields["discrete_action"] = traj.discrete_action
-            fields["action_mask"] = (
-                traj.action_mask
-                if traj.action_mask is not None
-                else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
-            )
-        fields["environment_rewards"] = traj.rewards
-        fields["done"] = np.zeros(n, np.float32)
-        fields["done"][-1] = float(traj.done)
         # Q targets stop only at true terminal states (not at time limits).
         fields["terminal"] = np.zeros(n, np.float32)
         fields["terminal"][-1] = float(traj.done and not traj.interrupted)
