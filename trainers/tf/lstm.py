@@ -86,27 +86,31 @@ def lstm_sequences(
     in_size = int(x.shape[-1])
     kernel_x, kernel_h, bias = _weights(in_size, units, name)
     length = int(sequence_length)
-    xw = tf.reshape(tf.matmul(x, kernel_x) + bias, [-1, length, 4 * units])
-    mask = None if step_mask is None else tf.reshape(step_mask, [-1, length, 1])
-    rows_memory = resets = None
+    # Per-step inputs by one unstack each, not a strided slice per step: the gradient of
+    # an unstack is one stack, while each slice's gradient writes a whole [S, L, 4u] tensor
+    # of zeros around its step (L of them, summed).
+    xw = tf.unstack(tf.reshape(tf.matmul(x, kernel_x) + bias, [-1, length, 4 * units]), length, axis=1)
+    # Resets and masks select (tf.where: one op forward, exact) rather than blend.
+    masks = None if step_mask is None else tf.unstack(tf.reshape(step_mask > 0.0, [-1, length, 1]), length, axis=1)
+    rows_c = rows_h = resets = None
     if reset is not None:
         rows_memory = tf.reshape(memory_in, [-1, length, memory_size])
-        resets = tf.reshape(reset, [-1, length, 1])
-        memory_in = rows_memory[:, 0]  # a sequence always starts from its first row's memory
-    c, h = memory_in[:, :units], memory_in[:, units:]
+        rows_c = tf.unstack(rows_memory[:, :, :units], length, axis=1)
+        rows_h = tf.unstack(rows_memory[:, :, units:], length, axis=1)
+        resets = tf.unstack(tf.reshape(reset > 0.0, [-1, length, 1]), length, axis=1)
+        c, h = rows_c[0], rows_h[0]  # a sequence always starts from its first row's memory
+    else:
+        c, h = memory_in[:, :units], memory_in[:, units:]
     outputs = []
     for t in range(length):
         if resets is not None and t > 0:
-            # A trajectory starts here: the stored memory it acted from (exact for r in {0, 1}).
-            r = resets[:, t]
-            c = r * rows_memory[:, t, :units] + (1.0 - r) * c
-            h = r * rows_memory[:, t, units:] + (1.0 - r) * h
-        c_new, h_new = _cell(xw[:, t], c, h, kernel_h, units)
-        if mask is not None:
-            # m * new + (1 - m) * old is exact for m in {0, 1}.
-            m = mask[:, t]
-            c_new = m * c_new + (1.0 - m) * c
-            h_new = m * h_new + (1.0 - m) * h
+            # A trajectory starts here: the stored memory it acted from.
+            c = tf.where_v2(resets[t], rows_c[t], c)
+            h = tf.where_v2(resets[t], rows_h[t], h)
+        c_new, h_new = _cell(xw[t], c, h, kernel_h, units)
+        if masks is not None:
+            c_new = tf.where_v2(masks[t], c_new, c)
+            h_new = tf.where_v2(masks[t], h_new, h)
         c, h = c_new, h_new
         outputs.append(h)
     out = tf.reshape(tf.stack(outputs, axis=1), [-1, units]) if length > 1 else outputs[0]
