@@ -27,7 +27,7 @@ batch arrays are built once per step (they are fresh arrays, so callers may keep
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 

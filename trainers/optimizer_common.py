@@ -12,8 +12,8 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.reward_signals.base import FeedDict, RewardSignal
-from trainers.tf import tf
 from trainers.settings import TrainerSettings
+from trainers.tf import tf
 from trainers.tf.towers import OptimizerGroup, TowerGraph
 
 if TYPE_CHECKING:

@@ -509,8 +509,8 @@ class _ActingCopy:
         self.discrete = self.deterministic_discrete = None
         if actor.continuous is not None:
             self.raw_continuous = actor.continuous.sample
-            self.env_continuous = env_continuous(self.raw_continuous)
-            self.deterministic_continuous = env_continuous(actor.continuous.mean)
+            self.env_continuous = actor.continuous.to_env(self.raw_continuous)
+            self.deterministic_continuous = actor.continuous.to_env(actor.continuous.mean)
         if actor.discrete is not None:
             self.discrete = actor.discrete.sample
             self.deterministic_discrete = actor.discrete.deterministic

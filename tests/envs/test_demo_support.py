@@ -10,7 +10,6 @@ import struct
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-import pytest
 
 _HERE = Path(__file__).resolve()
 

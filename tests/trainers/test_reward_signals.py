@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from trainer_test_utils import make_spec, random_obs, small_settings
+from trainer_test_utils import make_spec, small_settings
 
 from envs.demo import DemoWriter
 from envs.exceptions import DemoError

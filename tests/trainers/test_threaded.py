@@ -15,6 +15,7 @@ from trainer_test_utils import config_path, make_spec, random_obs, small_setting
 
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import StatsReporter
+from trainers.tf import tf
 from trainers.threaded import BackgroundUpdater
 from trainers.trajectory import Trajectory
 
@@ -101,6 +102,30 @@ def test_acting_weights_change_only_at_the_swap(tmp_path) -> None:
     np.testing.assert_array_equal(plain.policy.act(probe, deterministic=True).discrete, trained)
     trainer.close()
     plain.close()
+
+
+@pytest.mark.parametrize("continuous, branches", [(2, ()), (1, (3,))])
+def test_continuous_and_hybrid_actors_act_from_the_copy(continuous, branches) -> None:
+    """The acting copy of a continuous (or hybrid) actor gives the trained actor's
+    deterministic actions once synced, and clipped samples."""
+    from dataclasses import replace
+
+    spec = make_spec(continuous=continuous, branches=branches, vector=3)
+    trainer = PPOTrainer("B", spec, replace(small_settings(), threaded=True), StatsReporter("B", []), seed=3)
+    policy = trainer.policy
+    rng = np.random.default_rng(0)
+    for v in policy.graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES):
+        if v.op.name.startswith("policy/"):
+            v.load(rng.normal(0, 0.5, v.shape.as_list()).astype(np.float32), policy.session)
+    policy.sync_acting_weights()
+    obs = random_obs(spec, 32, rng)
+    acted = policy.act(obs, deterministic=True)
+    feed = {policy.obs[0]: obs[0]}
+    if branches:
+        feed[policy.action_masks] = np.ones((32, sum(branches)), np.float32)
+    np.testing.assert_allclose(acted.env_continuous, policy.session.run(policy.deterministic_continuous, feed), atol=1e-6)
+    sampled = policy.act(obs)
+    assert np.abs(sampled.env_continuous).max() <= 1.0 and sampled.log_probs.shape == (32,)
 
 
 def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:

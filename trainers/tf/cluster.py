@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from trainers.exceptions import ClusterError, WorkerLostError
 from trainers.settings import ClusterSettings
