@@ -28,7 +28,7 @@ from trainers.tf.distributions import (
     build_multi_categorical,
 )
 from trainers.tf.encoders import build_body, check_visual_sizes
-from trainers.tf.lstm import lstm_sequences, lstm_trajectory
+from trainers.tf.lstm import LSTMPartner, lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer, build_normalizer
 from trainers.tf.session import FastCallable, make_session
 
@@ -86,6 +86,7 @@ def build_actor(
     step_mask: Optional[tf.Tensor] = None,
     prev_action: Optional[tf.Tensor] = None,
     reset: Optional[tf.Tensor] = None,
+    lstm_partner: Optional[LSTMPartner] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
@@ -100,6 +101,8 @@ def build_actor(
 
     ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`); ``noise``
     ``[B, c]``: the continuous sample's standard-normal noise, fed (None: drawn in-graph).
+    ``lstm_partner``: another network's LSTM stepped together with this one
+    (`trainers.tf.lstm.LSTMPartner`; PPO's critic in the update).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
@@ -109,7 +112,7 @@ def build_actor(
             encoding, memory_out = recurrent_encoding(
                 encoding, network, memory_in, sequence_length, step_mask,
                 prev_action if action_spec.is_discrete else None, action_spec.discrete_branches,
-                reset=reset,
+                reset=reset, partner=lstm_partner,
             )
         cont = (
             build_gaussian(encoding, action_spec.continuous_size, squashed, noise)
@@ -134,6 +137,7 @@ def recurrent_encoding(
     branches: Sequence[int] = (),
     whole_trajectory: bool = False,
     reset: Optional[tf.Tensor] = None,
+    partner: Optional[LSTMPartner] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """The body's ``[S * L, hidden]`` encoding (+ one-hot previous actions) through the LSTM
     named ``lstm`` in the current scope: -> (``[S * L, memory_size // 2]``, ``[S, memory_size]``).
@@ -150,7 +154,7 @@ def recurrent_encoding(
     if whole_trajectory:
         return lstm_trajectory(encoding, memory_in, network.memory.memory_size, "lstm")
     return lstm_sequences(
-        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask, reset
+        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask, reset, partner
     )
 
 

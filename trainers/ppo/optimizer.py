@@ -19,7 +19,7 @@ from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
-from trainers.tf.lstm import lstm_sequences, lstm_trajectory
+from trainers.tf.lstm import LSTMPartner, lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer
 from trainers.tf.session import UPDATE_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
@@ -251,16 +251,21 @@ class PPOOptimizer(OptimizerBase):
         network = self.settings.network_settings
         obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
         mask = shard["masks"]
+        partner = None
+        if self.uses_critic_memory:
+            # The critic's LSTM steps in the actor's LSTM ops (`LSTMPartner`): the same
+            # variables and results as `build_recurrent_critic`, half the unrolled ops.
+            with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+                critic_encoding = build_body(obs, spec.observation_specs, network, policy.normalizers, "encoder")
+                partner = LSTMPartner(critic_encoding, shard["critic_memory"], network.memory.memory_size, "lstm")
         actor: ActorTensors = build_actor(
             obs, shard.get("action_mask"), spec, network, policy.normalizers,
             memory_in=shard.get("memory"), sequence_length=policy.sequence_length,
-            prev_action=shard.get("prev_action"), reset=shard.get("reset"),
+            prev_action=shard.get("prev_action"), reset=shard.get("reset"), lstm_partner=partner,
         )
-        if self.uses_critic_memory:
-            values, _ = build_recurrent_critic(
-                obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
-                policy.sequence_length, reset=shard["reset"],
-            )
+        if partner is not None:
+            with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+                values = value_heads(partner.output, list(self.signals))
         else:
             shared = actor.encoding if self.hyperparameters.shared_critic else None
             values = build_critic(obs, spec, network, policy.normalizers, list(self.signals), shared)

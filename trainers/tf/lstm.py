@@ -50,12 +50,51 @@ def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Varia
 
 
 def _cell(xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, kernel_h: tf.Tensor, units: int) -> Tuple[tf.Tensor, tf.Tensor]:
-    """One step from the precomputed input projection ``xw`` ``[B, 4u]``: -> (c', h')."""
+    """One step from the precomputed input projection ``xw`` ``[B, 4u]``: -> (c', h').
+    With a leading network axis (``[N, B, 4u]``, ``kernel_h`` ``[N, u, 4u]``) it steps N
+    LSTMs at once (`LSTMPartner`)."""
     gates = xw + tf.matmul(h, kernel_h)
-    i, f, g, o = tf.split(gates, 4, axis=1)
+    i, f, g, o = tf.split(gates, 4, axis=gates.shape.ndims - 1)  # static axis: plain for tf2onnx
     c_new = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
     h_new = tf.sigmoid(o) * tf.tanh(c_new)
     return c_new, h_new
+
+
+def _first_units(memory: tf.Tensor, units: int) -> tf.Tensor:
+    """``c`` of ``concat(c, h)`` on the last axis (plain 2-D/3-D slices, no ellipsis)."""
+    if memory.shape.ndims == 2:
+        return memory[:, :units]
+    return memory[:, :, :units] if memory.shape.ndims == 3 else memory[:, :, :, :units]
+
+
+def _last_units(memory: tf.Tensor, units: int) -> tf.Tensor:
+    """``h`` of ``concat(c, h)`` on the last axis."""
+    if memory.shape.ndims == 2:
+        return memory[:, units:]
+    return memory[:, :, units:] if memory.shape.ndims == 3 else memory[:, :, :, units:]
+
+
+class LSTMPartner:
+    """A second LSTM over the same rows (another network's encoding, its own weights and
+    memories, the same resets) that the next `lstm_sequences` call steps in the same ops.
+
+    Why: the update's cost is the unrolled loop's op count, not its arithmetic (4
+    sequences per minibatch), and PPO's actor and critic each unroll an LSTM over the same
+    rows; stepping both in one batched cell halves the ops per step.
+
+    Build it inside the partner network's variable scope (its weights are created there,
+    under ``name``); after that call, ``output`` ``[S * L, memory_size // 2]`` and
+    ``memory_out`` ``[S, memory_size]`` hold its results.
+    """
+
+    def __init__(self, x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: str) -> None:
+        units = memory_size // 2
+        kernel_x, self.kernel_h, bias = _weights(int(x.shape[-1]), units, name)
+        self.xw = tf.matmul(x, kernel_x) + bias
+        self.memory_in = memory_in
+        self.memory_size = memory_size
+        self.output: Optional[tf.Tensor] = None
+        self.memory_out: Optional[tf.Tensor] = None
 
 
 def lstm_sequences(
@@ -66,6 +105,7 @@ def lstm_sequences(
     name: str,
     step_mask: Optional[tf.Tensor] = None,
     reset: Optional[tf.Tensor] = None,
+    partner: Optional[LSTMPartner] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """Runs ``S`` sequences of ``L`` steps.
 
@@ -79,6 +119,8 @@ def lstm_sequences(
         step_mask: optional ``[S * L]`` float, 0 where a step must not change the state.
         reset: optional ``[S * L]`` float, 1 where a step starts from its row of
             ``memory_in`` (a trajectory start inside a packed sequence), else 0.
+        partner: another LSTM stepped in the same ops (same rows, masks and resets; its
+            results are set on it).
     Returns:
         ``([S * L, memory_size // 2]`` outputs ``h``, ``[S, memory_size]`` final memories).
     """
@@ -86,21 +128,34 @@ def lstm_sequences(
     in_size = int(x.shape[-1])
     kernel_x, kernel_h, bias = _weights(in_size, units, name)
     length = int(sequence_length)
+    xw = tf.matmul(x, kernel_x) + bias
+    # With a partner every tensor gets a leading network axis of 2 (this LSTM, then the
+    # partner); without, the graph is plain 2-D (what export and the runtimes see).
+    lead: list = []
+    if partner is not None:
+        if partner.memory_size != memory_size:
+            raise ValueError("an LSTM partner needs the same memory_size")
+        lead = [2]
+        xw = tf.stack([xw, partner.xw])
+        kernel_h = tf.stack([kernel_h, partner.kernel_h])
+        memory_in = tf.stack([memory_in, partner.memory_in])
+    time_axis = len(lead) + 1
+    flag_shape = [1] * len(lead) + [-1, length, 1]
     # Per-step inputs by one unstack each, not a strided slice per step: the gradient of
     # an unstack is one stack, while each slice's gradient writes a whole [S, L, 4u] tensor
     # of zeros around its step (L of them, summed).
-    xw = tf.unstack(tf.reshape(tf.matmul(x, kernel_x) + bias, [-1, length, 4 * units]), length, axis=1)
+    xw = tf.unstack(tf.reshape(xw, lead + [-1, length, 4 * units]), length, axis=time_axis)
     # Resets and masks select (tf.where: one op forward, exact) rather than blend.
-    masks = None if step_mask is None else tf.unstack(tf.reshape(step_mask > 0.0, [-1, length, 1]), length, axis=1)
+    masks = None if step_mask is None else tf.unstack(tf.reshape(step_mask > 0.0, flag_shape), length, axis=time_axis)
     rows_c = rows_h = resets = None
     if reset is not None:
-        rows_memory = tf.reshape(memory_in, [-1, length, memory_size])
-        rows_c = tf.unstack(rows_memory[:, :, :units], length, axis=1)
-        rows_h = tf.unstack(rows_memory[:, :, units:], length, axis=1)
-        resets = tf.unstack(tf.reshape(reset > 0.0, [-1, length, 1]), length, axis=1)
+        rows_memory = tf.reshape(memory_in, lead + [-1, length, memory_size])
+        rows_c = tf.unstack(_first_units(rows_memory, units), length, axis=time_axis)
+        rows_h = tf.unstack(_last_units(rows_memory, units), length, axis=time_axis)
+        resets = tf.unstack(tf.reshape(reset > 0.0, flag_shape), length, axis=time_axis)
         c, h = rows_c[0], rows_h[0]  # a sequence always starts from its first row's memory
     else:
-        c, h = memory_in[:, :units], memory_in[:, units:]
+        c, h = _first_units(memory_in, units), _last_units(memory_in, units)
     outputs = []
     for t in range(length):
         if resets is not None and t > 0:
@@ -113,8 +168,12 @@ def lstm_sequences(
             h_new = tf.where_v2(masks[t], h_new, h)
         c, h = c_new, h_new
         outputs.append(h)
-    out = tf.reshape(tf.stack(outputs, axis=1), [-1, units]) if length > 1 else outputs[0]
-    return out, tf.concat([c, h], axis=1)
+    out = tf.reshape(tf.stack(outputs, axis=time_axis), lead + [-1, units]) if length > 1 else outputs[0]
+    final = tf.concat([c, h], axis=len(lead) + 1)
+    if partner is not None:
+        partner.output, partner.memory_out = out[1], final[1]
+        return out[0], final[0]
+    return out, final
 
 
 def lstm_trajectory(x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: str) -> Tuple[tf.Tensor, tf.Tensor]:
