@@ -124,7 +124,7 @@ class TrainerController:
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
-            if training and s.threaded and s.trainer_type == "ppo":
+            if training and s.updates_in_thread:
                 state.updater = BackgroundUpdater(trainer)
             self.behaviors[name] = state
         self._stop_signal: Optional[int] = None

@@ -253,7 +253,7 @@ class Policy:
                         memory_in=self.memory_in, prev_action=self.prev_action,
                     )
                 )
-                if settings.threaded and settings.trainer_type == "ppo"
+                if settings.updates_in_thread
                 else None
             )
         # Recurrent: no Grappler (its pass over the unrolled update graph costs seconds).

@@ -574,6 +574,11 @@ class TrainerSettings:
     """Update in a thread while the envs keep stepping with the previous weights (PPO;
     trainers/threaded.py). False (default): updates stop the envs, runs are reproducible."""
 
+    @property
+    def updates_in_thread(self) -> bool:
+        """``threaded`` where it is honoured: PPO only (SAC updates between env steps)."""
+        return self.threaded and self.trainer_type == "ppo"
+
     def __post_init__(self) -> None:
         _check_choice(self, "trainer_type", TRAINER_TYPES)
         expected = HYPERPARAMETER_TYPES[self.trainer_type]
@@ -1815,7 +1820,7 @@ def _check_engine(engine: Mapping[str, Any], env_path: Optional[str], where: _Wh
 def _check_threaded(settings: TrainerSettings, where: _Where, source: _Source) -> None:
     """``threaded: true`` runs PPO's buffer updates in a thread (trainers/threaded.py); SAC
     updates every few steps from its replay buffer, between environment steps."""
-    if settings.threaded and settings.trainer_type != "ppo":
+    if settings.threaded and not settings.updates_in_thread:
         source.warn(
             where.key("threaded"),
             f"true: ignored for trainer_type {settings.trainer_type}; its updates run between "

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Dict, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -38,6 +39,8 @@ class Trainer:
         self.stats = stats
         self.step = 0
         self.episodes = 0  # finished episodes, over resumes (training_status.json)
+        # Per agent: each signal's reward summed over the current episode.
+        self._signal_returns: Dict[Hashable, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def _finish_graph(self, cluster: Optional[Any] = None) -> None:
         """Saver and initializer of every variable, then finalises the graph and runs init.
@@ -72,6 +75,17 @@ class Trainer:
         fields["done"] = np.zeros(n, np.float32)
         fields["done"][-1] = float(traj.done)
         return fields
+
+    def add_signal_returns(self, traj: Trajectory, sums: Mapping[str, float]) -> None:
+        """Adds a trajectory's reward sum per signal to its agent's episode totals; when the
+        episode ended, reports them (``Policy/<Signal> Reward``) and forgets the agent."""
+        totals = self._signal_returns[traj.agent]
+        for name, value in sums.items():
+            totals[name] += value
+        if traj.done:
+            for name, signal in self.signals.items():
+                self.stats.add_stat(f"Policy/{signal.value_tag} Reward", totals[name])
+            del self._signal_returns[traj.agent]
 
     def report_update(self, averaged: Mapping[str, float], tags: Mapping[str, str]) -> None:
         """Adds an update's averaged statistics under their TensorBoard tags (``tags``:

@@ -20,7 +20,7 @@ from trainers.reward_signals.factory import create_reward_signals
 from trainers.settings import PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.trainer_base import Trainer
-from trainers.trajectory import AgentKey, Trajectory
+from trainers.trajectory import Trajectory
 
 # Update statistics -> the TensorBoard tags ML-Agents users read.
 UPDATE_TAGS = {
@@ -72,7 +72,6 @@ class PPOTrainer(Trainer):
             )
         self._finish_graph(cluster)
         self.buffer = AgentBuffer()
-        self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.has_updated = False  # set after the first update run returns
 
     # -------------------------------------------------------------- experience
@@ -100,7 +99,7 @@ class PPOTrainer(Trainer):
             for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
                 fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
         total_adv = np.zeros(n, np.float32)
-        returns_acc = self._signal_returns[traj.agent]
+        reward_sums: Dict[str, float] = {}
         for name, signal in self.signals.items():
             rewards = signal.evaluate(fields, self.has_updated)
             v = values[name][:-1]
@@ -112,7 +111,7 @@ class PPOTrainer(Trainer):
             fields[f"{name}_returns"] = adv + v  # lambda-returns: the value targets
             fields[f"{name}_advantage"] = adv
             total_adv += adv
-            returns_acc[name] += float(rewards.sum())
+            reward_sums[name] = float(rewards.sum())
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
         fields["advantages"] = total_adv
         if recurrent:
@@ -126,10 +125,7 @@ class PPOTrainer(Trainer):
             fields["reset"] = np.zeros(n, np.float32)
             fields["reset"][0] = 1.0
         self.buffer.add_fields(fields)
-        if traj.done:
-            for name, signal in self.signals.items():
-                self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
-            del self._signal_returns[traj.agent]
+        self.add_signal_returns(traj, reward_sums)
 
     # ----------------------------------------------------------------- update
 

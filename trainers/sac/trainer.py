@@ -35,7 +35,7 @@ from trainers.sac.replay import ReplayBuffer
 from trainers.settings import SACSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.trainer_base import Trainer
-from trainers.trajectory import AgentKey, Trajectory
+from trainers.trajectory import Trajectory
 
 REPLAY_FILE = "replay_buffer.npz"
 
@@ -91,7 +91,6 @@ class SACTrainer(Trainer):
         self.optimizer.init_targets()
         self.replay = ReplayBuffer(hp.buffer_size, 1)
         self._learned_signals = [s for s in self.signals.values() if s.optimizer_group() is not None]
-        self._signal_returns: Dict[AgentKey, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.update_steps = 1  # SAC updates so far + 1 (ML-Agents' counter)
         self.reward_signal_update_steps = 1
         self.has_updated = False
@@ -116,15 +115,12 @@ class SACTrainer(Trainer):
             self.policy.update_normalization(traj.obs)
         fields = self.trajectory_fields(traj)
         values = self.optimizer.evaluate_values(traj.obs)
-        returns_acc = self._signal_returns[traj.agent]
+        reward_sums: Dict[str, float] = {}
         for name, signal in self.signals.items():
-            returns_acc[name] += float(signal.evaluate(fields, self.has_updated).sum())
+            reward_sums[name] = float(signal.evaluate(fields, self.has_updated).sum())
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(values[name].mean()))
         self.replay.add(fields)
-        if traj.done:
-            for name, signal in self.signals.items():
-                self.stats.add_stat(f"Policy/{signal.value_tag} Reward", returns_acc[name])
-            del self._signal_returns[traj.agent]
+        self.add_signal_returns(traj, reward_sums)
 
     # ----------------------------------------------------------------- update
 
