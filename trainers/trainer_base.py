@@ -9,36 +9,45 @@ from __future__ import annotations
 import glob
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Dict, Hashable, Mapping, Optional, Sequence
+from typing import Any, Dict, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from envs.base_env import BehaviorSpec
 from trainers.exceptions import CheckpointError
+from trainers.policy import Policy
+from trainers.reward_signals.base import RewardSignal
+from trainers.reward_signals.factory import create_reward_signals
 from trainers.settings import TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.trajectory import EpisodeEnd, Trajectory
 
-if TYPE_CHECKING:
-    from trainers.policy import Policy
-    from trainers.reward_signals.base import RewardSignal
 
 
 class Trainer:
-    """Base of `PPOTrainer` and `SACTrainer`: checkpoints, episode stats, shutdown.
+    """Base of `PPOTrainer` and `SACTrainer`: the policy and reward signals, checkpoints,
+    episode stats, shutdown. Subclasses add their optimizer, then call `_finish_graph`."""
 
-    Subclasses set ``policy`` (and ``step``/``episodes`` start at 0 here).
-    """
-
-    policy: "Policy"
-    signals: Mapping[str, "RewardSignal"]
-
-    def __init__(self, behavior_name: str, settings: TrainerSettings, stats: StatsReporter) -> None:
+    def __init__(
+        self,
+        behavior_name: str,
+        spec: BehaviorSpec,
+        settings: TrainerSettings,
+        stats: StatsReporter,
+        seed: int,
+        devices: Sequence[str] = ("/cpu:0",),
+        cpu_only: bool = False,
+    ) -> None:
         self.behavior_name = behavior_name
+        self.spec = spec
         self.settings = settings
         self.stats = stats
         self.step = 0
         self.episodes = 0  # finished episodes, over resumes (training_status.json)
+        self.rng = np.random.default_rng(seed)
+        self.policy: Policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
+        self.signals: Dict[str, RewardSignal] = create_reward_signals(settings.reward_signals, self.policy, seed)
         # Per agent: each signal's reward summed over the current episode.
         self._signal_returns: Dict[Hashable, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
 

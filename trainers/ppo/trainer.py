@@ -13,10 +13,8 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
 from trainers.buffer import AgentBuffer, get_gae
-from trainers.policy import Policy
 from trainers.ppo.optimizer import PPOOptimizer
 from trainers.optimizer_common import prepare_signal_feeds
-from trainers.reward_signals.factory import create_reward_signals
 from trainers.settings import PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.trainer_base import Trainer
@@ -56,11 +54,7 @@ class PPOTrainer(Trainer):
         """``cluster``: a ``trainers.tf.cluster.Chief``; its towers replace ``devices``."""
         if cluster is not None:
             devices = cluster.tower_devices
-        super().__init__(behavior_name, settings, stats)
-        self.spec = spec
-        self.rng = np.random.default_rng(seed)
-        self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
-        self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
+        super().__init__(behavior_name, spec, settings, stats, seed, devices, cpu_only)
         self.optimizer = PPOOptimizer(self.policy, settings, self.signals, devices)
         # Behavioral cloning: built now, in the policy graph, before the graph is finalised.
         self.bc: Optional[BCModule] = None

@@ -28,8 +28,6 @@ from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
 from trainers.exceptions import CheckpointError, ConfigError
 from trainers.optimizer_common import prepare_signal_feeds
-from trainers.policy import Policy
-from trainers.reward_signals.factory import create_reward_signals
 from trainers.sac.optimizer import SACOptimizer
 from trainers.sac.replay import ReplayBuffer
 from trainers.settings import SACSettings, TrainerSettings
@@ -71,14 +69,10 @@ class SACTrainer(Trainer):
                 f"behaviors.{behavior_name}.network_settings.memory: recurrent SAC (LSTM) is not "
                 "supported yet; remove the memory section or use trainer_type: ppo"
             )
-        super().__init__(behavior_name, settings, stats)
+        super().__init__(behavior_name, spec, settings, stats, seed, devices, cpu_only)
         hp = settings.hyperparameters
         assert isinstance(hp, SACSettings)
         self.hyperparameters: SACSettings = hp
-        self.spec = spec
-        self.rng = np.random.default_rng(seed)
-        self.policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
-        self.signals = create_reward_signals(settings.reward_signals, self.policy, seed)
         self.optimizer = SACOptimizer(self.policy, settings, self.signals, devices)
         self.bc: Optional[BCModule] = None
         if settings.behavioral_cloning is not None:
