@@ -138,6 +138,60 @@ def test_packed_sequence_resets_at_trajectory_starts():
     assert np.abs(out[3] - a_states[2, MEMORY_SIZE // 2 :]).max() > 1e-3
 
 
+
+def test_unroll_gradients_equal_tensorflows_own(monkeypatch):
+    """The training unroll's same-shape gradients (`lstm._same_shape_gradients`: Mul,
+    AddV2 and SelectV2 without broadcast reductions) equal TensorFlow's registered ones
+    for every weight and input, with resets, padding masks and an `LSTMPartner` (1e-6),
+    and the override never reaches the one-step graph that is exported."""
+    import contextlib
+
+    from trainers.tf import lstm
+
+    rng = np.random.default_rng(2)
+    rows, length = 12, 4
+    x = rng.normal(size=(rows, 3)).astype(np.float32)
+    feeds = {
+        "memory": rng.normal(size=(rows, MEMORY_SIZE)).astype(np.float32),
+        "reset": np.array([1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1], np.float32),
+        "mask": np.array([0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1], np.float32),
+    }
+
+    def gradients() -> list:
+        with tf.Graph().as_default() as graph, tf.Session() as sess:
+            tf.set_random_seed(0)
+            xs = tf.placeholder(tf.float32, [None, 3])
+            mem = tf.placeholder(tf.float32, [None, MEMORY_SIZE])
+            reset = tf.placeholder(tf.float32, [None])
+            mask = tf.placeholder(tf.float32, [None])
+            with tf.variable_scope("critic"):
+                partner = lstm.LSTMPartner(xs * 2.0, mem[::-1], MEMORY_SIZE, "lstm")
+            with tf.variable_scope("actor"):
+                out, final = lstm.lstm_sequences(xs, mem, length, MEMORY_SIZE, "lstm", mask, reset, partner)
+                one_step, _ = lstm.lstm_sequences(xs, mem, 1, MEMORY_SIZE, "one_step")
+            weights = rng.normal(size=(rows, MEMORY_SIZE // 2)).astype(np.float32)
+            loss = tf.reduce_sum(out * weights) + tf.reduce_sum(tf.square(partner.output))
+            loss += tf.reduce_sum(final * 0.5) + tf.reduce_sum(partner.memory_out)
+            wrt = [v for v in tf.trainable_variables() if "one_step" not in v.name] + [xs, mem]
+            exported = [op for op in one_step.graph.get_operations() if op.name.startswith("actor/one_step")]
+            assert not any("_gradient_op_type" in op.node_def.attr for op in exported)
+            sess.run(tf.global_variables_initializer())
+            return sess.run(
+                tf.gradients(loss, wrt),
+                {xs: x, mem: feeds["memory"], reset: feeds["reset"], mask: feeds["mask"]},
+            )
+
+    rng_state = rng.bit_generator.state
+    ours = gradients()
+    rng.bit_generator.state = rng_state
+    monkeypatch.setattr(lstm, "_same_shape_gradients", contextlib.nullcontext)
+    reference = gradients()
+    assert len(ours) == len(reference) == 8  # 3 weights x 2 LSTMs, the inputs, the memories
+    for a, b in zip(ours, reference):
+        assert np.abs(b).max() > 0
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)
+
+
 def test_short_trajectories_are_packed_not_padded(episode_run):
     """Short trajectories (time_horizon 7, sequences of 4) occupy their real rows plus at
     most one padded sequence at update time, not a padded sequence each; ``buffer_size``

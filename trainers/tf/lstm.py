@@ -18,7 +18,7 @@ Three ways to run the same weights:
   first step implicitly) starts from its row's memory instead of the carried state.
 * the same with ``L = 1``: inference (one step per agent, ``S`` = agents). This is what is
   exported (no loop op for tf2onnx).
-* `lstm_trajectory`: one trajectory of dynamic length ``T`` from one memory (``tf.scan``),
+* `lstm_trajectory`: one trajectory of dynamic length ``T`` from one memory (one fused op),
   returning every intermediate memory: the critic's value estimates of a trajectory and
   the critic memory at each step in one run.
 
@@ -30,11 +30,46 @@ The cell (forget-gate bias initialised to 1)::
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import contextlib
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
 from trainers.tf import tf
+
+
+# Gradients of the unrolled cell's elementwise ops whose operands all have one shape.
+# TF's own gradients for Mul, AddV2 and SelectV2 reduce over broadcast axes, and with a
+# dynamic batch axis (the update's sequence count) that is four extra ops per operand
+# (Shape, BroadcastGradientArgs, Sum, Reshape): about half of the update's ops with an
+# LSTM (3,000 of 5,600 for sequence_length 64). In the cell every operand of these ops has
+# the output's shape (a select's condition broadcasts, but has no gradient), so nothing
+# needs reducing.
+@tf.RegisterGradient("TrainerSameShapeMul")
+def _same_shape_mul_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    return grad * op.inputs[1], grad * op.inputs[0]
+
+
+@tf.RegisterGradient("TrainerSameShapeAdd")
+def _same_shape_add_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    return grad, grad
+
+
+@tf.RegisterGradient("TrainerSameShapeSelect")
+def _same_shape_select_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[None, tf.Tensor, tf.Tensor]:
+    zeros = tf.zeros([], grad.dtype)
+    condition = op.inputs[0]
+    return None, tf.where_v2(condition, grad, zeros), tf.where_v2(condition, zeros, grad)
+
+
+@contextlib.contextmanager
+def _same_shape_gradients() -> Iterator[None]:
+    """Ops built inside use the gradients above (only for the unrolled cell, whose
+    operands are known to share the output's shape)."""
+    with tf.get_default_graph().gradient_override_map(
+        {"Mul": "TrainerSameShapeMul", "AddV2": "TrainerSameShapeAdd", "SelectV2": "TrainerSameShapeSelect"}
+    ):
+        yield
 
 
 def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Variable, tf.Variable]:
@@ -157,17 +192,20 @@ def lstm_sequences(
     else:
         c, h = _first_units(memory_in, units), _last_units(memory_in, units)
     outputs = []
-    for t in range(length):
-        if resets is not None and t > 0:
-            # A trajectory starts here: the stored memory it acted from.
-            c = tf.where_v2(resets[t], rows_c[t], c)
-            h = tf.where_v2(resets[t], rows_h[t], h)
-        c_new, h_new = _cell(xw[t], c, h, kernel_h, units)
-        if masks is not None:
-            c_new = tf.where_v2(masks[t], c_new, c)
-            h_new = tf.where_v2(masks[t], h_new, h)
-        c, h = c_new, h_new
-        outputs.append(h)
+    # Training unrolls (L > 1) get the cheap gradients; the one-step graph that is
+    # exported stays plain.
+    with _same_shape_gradients() if length > 1 else contextlib.nullcontext():
+        for t in range(length):
+            if resets is not None and t > 0:
+                # A trajectory starts here: the stored memory it acted from.
+                c = tf.where_v2(resets[t], rows_c[t], c)
+                h = tf.where_v2(resets[t], rows_h[t], h)
+            c_new, h_new = _cell(xw[t], c, h, kernel_h, units)
+            if masks is not None:
+                c_new = tf.where_v2(masks[t], c_new, c)
+                h_new = tf.where_v2(masks[t], h_new, h)
+            c, h = c_new, h_new
+            outputs.append(h)
     out = tf.reshape(tf.stack(outputs, axis=time_axis), lead + [-1, units]) if length > 1 else outputs[0]
     final = tf.concat([c, h], axis=len(lead) + 1)
     if partner is not None:
@@ -179,6 +217,13 @@ def lstm_sequences(
 def lstm_trajectory(x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: str) -> Tuple[tf.Tensor, tf.Tensor]:
     """One trajectory of dynamic length from one memory.
 
+    One fused ``BlockLSTMV2`` op runs every step: it has this cell's gate layout (i, f,
+    g, o: IFCO) and no forget bias of its own, so it takes the weights as they are
+    (``[x, h] @ concat(W_x, W_h) + b``), and it returns every intermediate ``c`` and ``h``.
+    A ``tf.scan`` of the cell cost ~10 ops per step in a while loop: 0.6 ms a call for
+    the Memory benchmark's trajectories. Used for value estimates only (no gradient, not
+    exported).
+
     Args:
         x: ``[T, in]``; memory_in: ``[1, memory_size]``.
     Returns:
@@ -187,12 +232,19 @@ def lstm_trajectory(x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: 
     """
     units = memory_size // 2
     kernel_x, kernel_h, bias = _weights(int(x.shape[-1]), units, name)
-    xw = tf.matmul(x, kernel_x) + bias
-
-    def step(state: tf.Tensor, xw_t: tf.Tensor) -> tf.Tensor:
-        c, h = state[None, :units], state[None, units:]
-        c_new, h_new = _cell(xw_t[None, :], c, h, kernel_h, units)
-        return tf.concat([c_new, h_new], axis=1)[0]
-
-    states = tf.scan(step, xw, initializer=memory_in[0])
-    return states[:, units:], states
+    no_peephole = tf.zeros([units], tf.float32)
+    outputs = tf.raw_ops.BlockLSTMV2(
+        seq_len_max=tf.cast(tf.shape(x)[0], tf.int64),
+        x=x[:, None, :],
+        cs_prev=memory_in[:, :units],
+        h_prev=memory_in[:, units:],
+        w=tf.concat([kernel_x, kernel_h], axis=0),
+        wci=no_peephole,
+        wcf=no_peephole,
+        wco=no_peephole,
+        b=bias,
+        cell_clip=0.0,  # no clipping
+        use_peephole=False,
+    )
+    c, h = outputs.cs[:, 0, :], outputs.h[:, 0, :]
+    return h, tf.concat([c, h], axis=1)
