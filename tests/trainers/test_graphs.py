@@ -260,3 +260,40 @@ def test_shared_critic_puts_value_heads_on_the_actor_body():
     assert any(n.startswith("critic/encoder") for n in names2)
     trainer.close()
     separate.close()
+
+
+def test_auto_pool_update_callable_matches_the_pool_and_settles_on_one():
+    """An update callable with `AUTO_POOL` times both ways to run (the inter-op pool, the
+    caller's thread) on its first calls and then keeps one; every call, during the trial
+    and after it, gives the same weights as a run that always used the pool."""
+    from trainers.tf.session import AUTO_POOL, CALLER_THREAD, UPDATE_POOL, FastCallable
+
+    spec = make_spec(1, (3,))
+    settings = small_settings(batch_size=16, buffer_size=64, num_epoch=1)
+    results = {}
+    for pool in (UPDATE_POOL, AUTO_POOL):
+        trainer = make_trainer(spec, settings, seed=3)
+        session = trainer.policy.session
+        optimizer = trainer.optimizer
+        trial = 2 + 2 * FastCallable.TRIAL_CALLS
+        mb = _minibatch(spec, trainer, 16 * (trial + 3), np.random.default_rng(7))
+        original = FastCallable.__init__
+
+        def with_pool(self, *args, _pool=pool, **kwargs):
+            kwargs["pool"] = _pool
+            original(self, *args, **kwargs)
+
+        FastCallable.__init__ = with_pool
+        try:
+            trainer.buffer.add_fields(mb)
+            trainer.update()
+        finally:
+            FastCallable.__init__ = original
+        fn = optimizer._update_fn
+        assert fn.calls == trial + 3
+        assert fn.pool in (UPDATE_POOL, CALLER_THREAD)
+        variables = trainer.policy.graph.get_collection("trainable_variables")
+        results[pool] = session.run(variables)
+        trainer.close()
+    for a, b in zip(results[UPDATE_POOL], results[AUTO_POOL]):
+        np.testing.assert_array_equal(a, b)

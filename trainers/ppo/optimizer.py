@@ -21,7 +21,7 @@ from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
 from trainers.tf.lstm import LSTMPartner, lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer
-from trainers.tf.session import UPDATE_POOL, FastCallable
+from trainers.tf.session import AUTO_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 CRITIC_SCOPE = "critic"
@@ -391,7 +391,7 @@ class PPOOptimizer(OptimizerBase):
                 ]
                 tensors = [self._stat_tensors[self._stat_names.index(n)] for n in names]
                 fn = FastCallable(
-                    self.policy.update_session, tensors, self._feed_list, targets, pool=UPDATE_POOL
+                    self.policy.update_session, tensors, self._feed_list, targets, pool=AUTO_POOL
                 )
                 self._separate_fns.append((names, fn))
         feeds = self._feeds(minibatch, step, extra_feed)
@@ -415,7 +415,7 @@ class PPOOptimizer(OptimizerBase):
                 self._stat_tensors,
                 self._feed_list,
                 targets=[self._update_op],
-                pool=UPDATE_POOL,
+                pool=AUTO_POOL,
             )
         out = self._update_fn(*self._feeds(minibatch, step, extra_feed))
         self.update_runs += 1

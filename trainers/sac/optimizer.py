@@ -51,7 +51,7 @@ from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
 from trainers.tf.normalizer import Normalizer
-from trainers.tf.session import UPDATE_POOL, FastCallable
+from trainers.tf.session import AUTO_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 Q1_SCOPE = "sac_q1"
@@ -380,11 +380,11 @@ class SACOptimizer(OptimizerBase):
                 fetches = self._sac_stats + self._signal_stats + list(extra_fetches)
                 fn = FastCallable(
                     self.policy.session, fetches, self._feed_list + list(extra_feeds),
-                    targets=[self.sac_op, *self._signal_ops, *extra_targets], pool=UPDATE_POOL,
+                    targets=[self.sac_op, *self._signal_ops, *extra_targets], pool=AUTO_POOL,
                 )
             else:
                 fn = FastCallable(
-                    self.policy.session, self._sac_stats, self._sac_feed_list, targets=[self.sac_op], pool=UPDATE_POOL
+                    self.policy.session, self._sac_stats, self._sac_feed_list, targets=[self.sac_op], pool=AUTO_POOL
                 )
             self._fns[with_signals] = fn
         feeds: List[object] = [minibatch[k] for k in self.placeholders]
