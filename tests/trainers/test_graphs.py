@@ -275,7 +275,7 @@ def test_auto_pool_update_callable_matches_the_pool_and_settles_on_one():
         trainer = make_trainer(spec, settings, seed=3)
         session = trainer.policy.session
         optimizer = trainer.optimizer
-        trial = 2 + 2 * FastCallable.TRIAL_CALLS
+        trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
         mb = _minibatch(spec, trainer, 16 * (trial + 3), np.random.default_rng(7))
         original = FastCallable.__init__
 

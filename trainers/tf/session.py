@@ -9,6 +9,7 @@ import os
 from typing import Sequence
 
 import numpy as np
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from trainers.tf import tf
 
@@ -27,12 +28,12 @@ def count_cpu_devices(devices: Sequence[str]) -> int:
 #: overlap (updates); latency-bound runs (inference) execute in the caller's thread.
 UPDATE_POOL = 0
 CALLER_THREAD = -1
-#: Updates: whichever of the two above runs this callable faster, timed on its first calls
-#: (`FastCallable`). Both give the same numbers; only the speed differs, and by a lot
-#: either way: the caller's thread updates a small PPO net 1.6x faster (CartPole's 2x64,
-#: 413 -> 268 us a minibatch, and the pool's idle threads no longer spin beside the env
-#: and inference), while the pool runs SAC's update (independent Q, value and policy
-#: branches) 1.8x faster and an LSTM update (actor and critic unrolls) 2.2x faster.
+#: Updates: the caller's thread if the callable's first calls there prove it cheap, else
+#: the pool (`FastCallable._tune`). Both give the same numbers; only the speed differs,
+#: and by a lot either way: the caller's thread updates a small PPO net 1.6x faster
+#: (CartPole's 2x64, 413 -> 268 us a minibatch, and the pool's idle threads no longer
+#: spin beside the env and inference), while the pool runs SAC's update (independent Q,
+#: value and policy branches) 1.8x faster and an LSTM update 2.2x faster.
 AUTO_POOL = -2
 
 
@@ -76,6 +77,13 @@ def make_session_config(
         threads = min(threads, os.cpu_count() or 2)
     config.session_inter_op_thread_pool.add(num_threads=max(2, threads))
     config.gpu_options.allow_growth = True
+    # Grappler's remapper fuses MatMul + bias + activation into oneDNN's fused matmul,
+    # whose fixed cost per call dwarfs the arithmetic of RL-sized layers: CartPole's
+    # inference (2x64, one agent) took 53 us a call fused and 28 us unfused, and the
+    # whole CartPole benchmark ran 7441 steps/s unfused against 4818 fused. Unfused was
+    # as fast or faster everywhere we measured: PPO updates at 64, 256 and 512 hidden
+    # units, a conv encoder, SAC's 256x256 update (3.55 vs 4.09 ms).
+    config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
     if not graph_rewrites:
         config.graph_options.rewrite_options.disable_meta_optimizer = True
     if any(d.startswith("/job:") for d in devices):
@@ -131,31 +139,43 @@ class FastCallable:
         self.pool = pool
         self._trials: list = []
         if pool == AUTO_POOL:
-            self._candidates = [(UPDATE_POOL, make(UPDATE_POOL)), (CALLER_THREAD, make(CALLER_THREAD))]
-            self._trials = [[] for _ in self._candidates]
+            self._make = make  # the pool's callable is built only if chosen
+            self._in_caller = make(CALLER_THREAD)
             self._callable = self._tune
         else:
             self._callable = make(pool)
 
-    #: AUTO_POOL: timed calls per candidate, after one untimed call each (which builds
-    #: its executor).
-    TRIAL_CALLS = 6
+    #: AUTO_POOL: untimed calls first (the first builds the executor; caches warm up).
+    WARMUP_CALLS = 4
+    #: AUTO_POOL: then timed calls in the caller's thread.
+    TRIAL_CALLS = 8
+    #: AUTO_POOL: a call whose median trial time is below this stays in the caller's thread.
+    CALLER_LIMIT_S = 1.5e-3
 
     def _tune(self, *arrays: np.ndarray) -> list:
-        """Runs the call on the candidates in turn, timing them; then keeps the faster
-        (least median time) for every later call."""
+        """Runs the first calls in the caller's thread, timing them; a call that proved
+        cheap stays there, a costly one moves to the pool for good.
+
+        Why a limit and not a race of the two: the caller's thread wins only where the
+        call is small (CartPole's PPO update, ~0.3 ms: 1.5x faster than the pool, whose
+        hand-offs cost more than the ops), the pool wins where it is large (SAC's
+        update, visual and LSTM PPO: 3-8 ms in the caller's thread, 1.3-2.2x faster on
+        the pool). Timing both on their first calls picked the slower one about one time
+        in three here: early calls are noisy and the pool's are slow until each of its
+        threads has warmed up (its per-thread oneDNN caches).
+        """
         import time
 
-        turn = (self.calls - 1) % len(self._candidates)
-        _, run = self._candidates[turn]
         start = time.perf_counter()
-        result = run(*arrays)
-        if self.calls > len(self._candidates):  # past the untimed first call of each
-            self._trials[turn].append(time.perf_counter() - start)
-        if all(len(t) >= self.TRIAL_CALLS for t in self._trials):
-            medians = [float(np.median(t)) for t in self._trials]
-            self.pool, self._callable = self._candidates[int(np.argmin(medians))]
-            self._candidates = []
+        result = self._in_caller(*arrays)
+        if self.calls > self.WARMUP_CALLS:
+            self._trials.append(time.perf_counter() - start)
+        if len(self._trials) >= self.TRIAL_CALLS:
+            if float(np.median(self._trials)) < self.CALLER_LIMIT_S:
+                self.pool, self._callable = CALLER_THREAD, self._in_caller
+            else:
+                self.pool, self._callable = UPDATE_POOL, self._make(UPDATE_POOL)
+            del self._make, self._in_caller
         return result
 
     def __call__(self, *args: object) -> list:
