@@ -262,20 +262,23 @@ def test_shared_critic_puts_value_heads_on_the_actor_body():
     separate.close()
 
 
-def test_auto_pool_update_callable_matches_the_pool_and_settles_on_one():
-    """An update callable with `AUTO_POOL` times both ways to run (the inter-op pool, the
-    caller's thread) on its first calls and then keeps one; every call, during the trial
-    and after it, gives the same weights as a run that always used the pool."""
+def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch):
+    """An update callable with `AUTO_POOL` times its first calls in the caller's thread,
+    then keeps that thread if they were cheap (below ``CALLER_LIMIT_S``) or moves to the
+    inter-op pool for good; every call, during the trial and after it, gives the same
+    weights as a run that always used the pool."""
     from trainers.tf.session import AUTO_POOL, CALLER_THREAD, UPDATE_POOL, FastCallable
 
     spec = make_spec(1, (3,))
     settings = small_settings(batch_size=16, buffer_size=64, num_epoch=1)
+    trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
     results = {}
-    for pool in (UPDATE_POOL, AUTO_POOL):
+    # (pool asked for, CALLER_LIMIT_S, the pool expected after the trial)
+    cases = [(UPDATE_POOL, None, UPDATE_POOL), (AUTO_POOL, 10.0, CALLER_THREAD), (AUTO_POOL, 0.0, UPDATE_POOL)]
+    for pool, limit, expected in cases:
+        if limit is not None:
+            monkeypatch.setattr(FastCallable, "CALLER_LIMIT_S", limit)
         trainer = make_trainer(spec, settings, seed=3)
-        session = trainer.policy.session
-        optimizer = trainer.optimizer
-        trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
         mb = _minibatch(spec, trainer, 16 * (trial + 3), np.random.default_rng(7))
         original = FastCallable.__init__
 
@@ -283,17 +286,17 @@ def test_auto_pool_update_callable_matches_the_pool_and_settles_on_one():
             kwargs["pool"] = _pool
             original(self, *args, **kwargs)
 
-        FastCallable.__init__ = with_pool
-        try:
-            trainer.buffer.add_fields(mb)
-            trainer.update()
-        finally:
-            FastCallable.__init__ = original
-        fn = optimizer._update_fn
+        monkeypatch.setattr(FastCallable, "__init__", with_pool)
+        trainer.buffer.add_fields(mb)
+        trainer.update()
+        monkeypatch.setattr(FastCallable, "__init__", original)
+        fn = trainer.optimizer._update_fn
         assert fn.calls == trial + 3
-        assert fn.pool in (UPDATE_POOL, CALLER_THREAD)
+        assert fn.pool == expected
         variables = trainer.policy.graph.get_collection("trainable_variables")
-        results[pool] = session.run(variables)
+        results[(pool, limit)] = trainer.policy.session.run(variables)
         trainer.close()
-    for a, b in zip(results[UPDATE_POOL], results[AUTO_POOL]):
-        np.testing.assert_array_equal(a, b)
+    reference = results[(UPDATE_POOL, None)]
+    for key, weights in results.items():
+        for a, b in zip(reference, weights):
+            np.testing.assert_array_equal(a, b, err_msg=str(key))
