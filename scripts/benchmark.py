@@ -25,7 +25,7 @@ Memory env, beside the same run without memory (the same steps, settings and see
 env steps/s in the training loop, update time per buffer, and the LSTM/feed-forward ratio
 of the training loop's wall time (target <= 2x).
 
-    python scripts/benchmark.py --memory [--steps=20480]
+    python scripts/benchmark.py --memory [--steps=20480] [--repeat=3]
 
 With ``--small-buffer``: ML-Agents' own learning-test settings (builtin Simple env,
 discrete, batch 16, buffer 64, 3 epochs, 32x1 network; config/ppo/Simple_discrete.yaml
@@ -232,33 +232,41 @@ MEMORY_CONFIG = {
 }
 
 
-def memory_benchmark(steps: int, seed: int) -> None:
+def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
+    """LSTM and feed-forward runs in turn, ``repeat`` pairs: one ratio per pair (this
+    machine's run-to-run noise is ~15%, so a single pair can mislead), then the median."""
     import copy
 
     import yaml
 
     folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
-    results = {}
-    for mode in ("LSTM", "feed-forward"):
-        config = copy.deepcopy(MEMORY_CONFIG)
-        if mode == "feed-forward":
-            del config["behaviors"]["Memory"]["network_settings"]["memory"]
-        path = os.path.join(folder.name, f"{mode}.yaml")
-        with open(path, "w") as f:
-            yaml.safe_dump(config, f)
-        res = run(path, steps, seed)
-        t = res["timers"]
-        durations = sorted(t["update_durations"][1:])  # the first one compiles the update
-        median = durations[len(durations) // 2] if durations else float("nan")
-        results[mode] = t["total"]
-        print(
-            f"  {mode:<13} loop {t['total']:6.1f} s, {steps / t['total']:6.0f} steps/s; env {t['env']:.1f} s, "
-            f"inference {t['inference']:.1f} s, trajectories {t['trajectories']:.1f} s, update {t['update']:.1f} s; "
-            f"update per buffer (median of {len(durations)}) {median * 1000:.0f} ms; final reward {res['final_reward']:.3f}"
-        )
+    ratios = []
+    for _ in range(repeat):
+        results = {}
+        for mode in ("LSTM", "feed-forward"):
+            config = copy.deepcopy(MEMORY_CONFIG)
+            if mode == "feed-forward":
+                del config["behaviors"]["Memory"]["network_settings"]["memory"]
+            path = os.path.join(folder.name, f"{mode}.yaml")
+            with open(path, "w") as f:
+                yaml.safe_dump(config, f)
+            res = run(path, steps, seed)
+            t = res["timers"]
+            durations = sorted(t["update_durations"][1:])  # the first one compiles the update
+            median = durations[len(durations) // 2] if durations else float("nan")
+            results[mode] = t["total"]
+            print(
+                f"  {mode:<13} loop {t['total']:6.1f} s, {steps / t['total']:6.0f} steps/s; env {t['env']:.1f} s, "
+                f"inference {t['inference']:.1f} s, trajectories {t['trajectories']:.1f} s, update {t['update']:.1f} s; "
+                f"update per buffer (median of {len(durations)}) {median * 1000:.0f} ms; "
+                f"final reward {res['final_reward']:.3f}"
+            )
+        ratios.append(results["LSTM"] / results["feed-forward"])
+        print(f"  LSTM / feed-forward training-loop wall time: {ratios[-1]:.2f}x (target <= 2x)")
     folder.cleanup()
-    ratio = results["LSTM"] / results["feed-forward"]
-    print(f"  LSTM / feed-forward training-loop wall time: {ratio:.2f}x (target <= 2x)")
+    if repeat > 1:
+        listed = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"  {repeat} pairs: {listed}; median {sorted(ratios)[len(ratios) // 2]:.2f}x (target <= 2x)")
 
 
 def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
@@ -323,7 +331,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile split of the run (CPU time)")
     parser.add_argument("--memory", action="store_true", help="LSTM vs feed-forward on builtin:Memory")
     parser.add_argument("--small-buffer", action="store_true", help="ML-Agents' test settings on builtin:Simple")
-    parser.add_argument("--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed; --memory: LSTM/FF pairs"
+    )
     parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
     args = parser.parse_args()
     if args.profile and not args.sac:
@@ -335,7 +345,7 @@ def main() -> None:
     if args.memory:
         steps = args.steps or 20480
         print(f"PPO on builtin:Memory (4 agents), {steps} steps, memory_size 128, sequence_length 64 vs no memory")
-        memory_benchmark(steps, args.seed)
+        memory_benchmark(steps, args.seed, args.repeat)
         return None
     if args.signals:
         steps = args.steps or 20480
