@@ -49,18 +49,20 @@ def make_session_config(
       the op, worst of all on a loaded machine where that thread must first be scheduled
       (one inference call of a 2x64 MLP on this 2-core machine: 234 us with a 1-thread
       pool, 387 us with TF's default pools; in the caller's thread about 40 us).
-    * ``UPDATE_POOL`` for updates: an inter-op pool of ``max(2, 2 x devices)`` threads
-      (at most the number of cores for CPU devices), so
-      independent branches (towers, the policy/critic and each reward signal's network)
-      run concurrently; measured in scripts/benchmark.py --signals and
-      scripts/benchmark_towers.py.
+    * ``UPDATE_POOL`` for large updates: an inter-op pool of ``max(2, 2 x devices)``
+      threads (at most the number of cores for CPU devices), so independent branches
+      (towers, the policy/critic and each reward signal's network) run concurrently;
+      measured in scripts/benchmark.py --signals and scripts/benchmark_towers.py.
+      Updates ask for ``AUTO_POOL``: the caller's thread when their first calls there
+      prove cheap, else this pool.
 
     Intra-op parallelism stays at one thread: the matrices are small.
 
     ``graph_rewrites=False`` turns Grappler off. For recurrent policies: the update graph
     unrolls ``sequence_length`` LSTM steps of the actor and the critic, forward and
     backward, and Grappler spent ~10 s optimising it at the first update (benchmark.py
-    --memory, sequence_length 64) without making later updates any faster.
+    --memory, sequence_length 64) without making later updates any faster (with the
+    same-shape gradients of `trainers.tf.lstm` it still costs ~0.8 s, more than it saves).
     """
     device_count = {"CPU": count_cpu_devices(devices)}
     if cpu_only:
