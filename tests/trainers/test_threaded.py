@@ -83,6 +83,11 @@ def test_acting_weights_change_only_at_the_swap(tmp_path) -> None:
         assert time.monotonic() < deadline
     np.testing.assert_array_equal(acting_probs(), before)  # update done, not yet swapped
     assert updater.poll() is not None and updater.version == 1
+    # The update ran in its own thread's caller-thread executor, not on the inter-op pool
+    # (which would take the core the acting side needs).
+    from trainers.tf.session import CALLER_THREAD
+
+    assert trainer.optimizer._update_fn.pool == CALLER_THREAD
     assert trainer.buffer.num_experiences == 8  # the queued trajectory, processed after the swap
     # The trained actor (named outputs, what export freezes) and the acting copy agree now.
     assert not np.array_equal(acting_probs(), before)
