@@ -6,6 +6,7 @@ machine, so tower code is exercised on CPU-only machines exactly as on GPUs.
 from __future__ import annotations
 
 import os
+import time
 from typing import Sequence
 
 import numpy as np
@@ -166,8 +167,6 @@ class FastCallable:
         in three here: early calls are noisy and the pool's are slow until each of its
         threads has warmed up (its per-thread oneDNN caches).
         """
-        import time
-
         start = time.perf_counter()
         result = self._in_caller(*arrays)
         if self.calls > self.WARMUP_CALLS:
