@@ -139,13 +139,15 @@ def test_packed_sequence_resets_at_trajectory_starts():
 
 
 
-def test_unroll_gradients_equal_tensorflows_own(monkeypatch):
-    """The training unroll's same-shape gradients (`lstm._same_shape_gradients`: Mul,
-    AddV2 and SelectV2 without broadcast reductions) equal TensorFlow's registered ones
-    for every weight and input, with resets, padding masks and an `LSTMPartner` (1e-6),
-    and the override never reaches the one-step graph that is exported."""
-    import contextlib
-
+@pytest.mark.parametrize("use_reset, use_mask, use_partner", [
+    (True, True, True), (True, False, True), (False, True, False), (False, False, False), (True, False, False),
+])
+def test_unroll_gradients_equal_tensorflows_own(monkeypatch, use_reset, use_mask, use_partner):
+    """The training unroll's hand-written backward pass (`lstm._unroll_with_bptt`) equals
+    TensorFlow's own gradient of the same forward ops for every weight, input and memory,
+    with resets, padding masks and an `LSTMPartner` (1e-6), and the custom gradient never
+    reaches the one-step graph that is exported. Every combination the callers build:
+    PPO (resets, partner or not), BC (masks), and neither."""
     from trainers.tf import lstm
 
     rng = np.random.default_rng(2)
@@ -164,14 +166,21 @@ def test_unroll_gradients_equal_tensorflows_own(monkeypatch):
             mem = tf.placeholder(tf.float32, [None, MEMORY_SIZE])
             reset = tf.placeholder(tf.float32, [None])
             mask = tf.placeholder(tf.float32, [None])
-            with tf.variable_scope("critic"):
-                partner = lstm.LSTMPartner(xs * 2.0, mem[::-1], MEMORY_SIZE, "lstm")
+            initial = mem if use_reset else mem[::length]  # per row, or per sequence
+            partner = None
+            if use_partner:
+                with tf.variable_scope("critic"):
+                    partner = lstm.LSTMPartner(xs * 2.0, initial[::-1], MEMORY_SIZE, "lstm")
             with tf.variable_scope("actor"):
-                out, final = lstm.lstm_sequences(xs, mem, length, MEMORY_SIZE, "lstm", mask, reset, partner)
+                out, final = lstm.lstm_sequences(
+                    xs, initial, length, MEMORY_SIZE, "lstm", mask if use_mask else None,
+                    reset if use_reset else None, partner,
+                )
                 one_step, _ = lstm.lstm_sequences(xs, mem, 1, MEMORY_SIZE, "one_step")
             weights = rng.normal(size=(rows, MEMORY_SIZE // 2)).astype(np.float32)
-            loss = tf.reduce_sum(out * weights) + tf.reduce_sum(tf.square(partner.output))
-            loss += tf.reduce_sum(final * 0.5) + tf.reduce_sum(partner.memory_out)
+            loss = tf.reduce_sum(out * weights) + tf.reduce_sum(final * 0.5)
+            if partner is not None:
+                loss += tf.reduce_sum(tf.square(partner.output)) + tf.reduce_sum(partner.memory_out)
             wrt = [v for v in tf.trainable_variables() if "one_step" not in v.name] + [xs, mem]
             exported = [op for op in one_step.graph.get_operations() if op.name.startswith("actor/one_step")]
             assert not any("_gradient_op_type" in op.node_def.attr for op in exported)
@@ -184,9 +193,11 @@ def test_unroll_gradients_equal_tensorflows_own(monkeypatch):
     rng_state = rng.bit_generator.state
     ours = gradients()
     rng.bit_generator.state = rng_state
-    monkeypatch.setattr(lstm, "_same_shape_gradients", contextlib.nullcontext)
+    monkeypatch.setattr(lstm, "_unroll_with_bptt", lambda *args: (
+        lambda outputs, c, h, _: (tf.stack(outputs, axis=args[0].shape.ndims - 2), c, h)
+    )(*lstm._unroll(*args)))
     reference = gradients()
-    assert len(ours) == len(reference) == 8  # 3 weights x 2 LSTMs, the inputs, the memories
+    assert len(ours) == len(reference) == (8 if use_partner else 5)  # 3 weights per LSTM, inputs, memories
     for a, b in zip(ours, reference):
         assert np.abs(b).max() > 0
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)

@@ -8,7 +8,8 @@ Three ways to run the same weights:
 
 * `lstm_sequences`: training. Rows ``[S * L, in]`` are ``S`` sequences of ``L`` (static)
   consecutive steps; ``memory_in`` ``[S, memory_size]`` is each sequence's initial memory.
-  Unrolled in Python (``L`` cell copies), so there is no loop op in the graph. With a
+  Unrolled in Python (``L`` cell copies), so there is no loop op in the graph, with a
+  hand-written backward pass through time (`_unroll_with_bptt`). With a
   ``step_mask`` ``[S * L]`` (0 on the left padding of an episode's first sequence, as BC's
   demo sequences have), a masked step leaves the state unchanged: the first real step then
   starts from exactly the given memory. With ``reset`` ``[S * L]``
@@ -30,46 +31,11 @@ The cell (forget-gate bias initialised to 1)::
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
 from trainers.tf import tf
-
-
-# Gradients of the unrolled cell's elementwise ops whose operands all have one shape.
-# TF's own gradients for Mul, AddV2 and SelectV2 reduce over broadcast axes, and with a
-# dynamic batch axis (the update's sequence count) that is four extra ops per operand
-# (Shape, BroadcastGradientArgs, Sum, Reshape): about half of the update's ops with an
-# LSTM (3,000 of 5,600 for sequence_length 64). In the cell every operand of these ops has
-# the output's shape (a select's condition broadcasts, but has no gradient), so nothing
-# needs reducing.
-@tf.RegisterGradient("TrainerSameShapeMul")
-def _same_shape_mul_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    return grad * op.inputs[1], grad * op.inputs[0]
-
-
-@tf.RegisterGradient("TrainerSameShapeAdd")
-def _same_shape_add_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    return grad, grad
-
-
-@tf.RegisterGradient("TrainerSameShapeSelect")
-def _same_shape_select_grad(op: tf.Operation, grad: tf.Tensor) -> Tuple[None, tf.Tensor, tf.Tensor]:
-    zeros = tf.zeros([], grad.dtype)
-    condition = op.inputs[0]
-    return None, tf.where_v2(condition, grad, zeros), tf.where_v2(condition, zeros, grad)
-
-
-@contextlib.contextmanager
-def _same_shape_gradients() -> Iterator[None]:
-    """Ops built inside use the gradients above (only for the unrolled cell, whose
-    operands are known to share the output's shape)."""
-    with tf.get_default_graph().gradient_override_map(
-        {"Mul": "TrainerSameShapeMul", "AddV2": "TrainerSameShapeAdd", "SelectV2": "TrainerSameShapeSelect"}
-    ):
-        yield
 
 
 def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Variable, tf.Variable]:
@@ -82,17 +48,6 @@ def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Varia
         bias_init[units : 2 * units] = 1.0  # forget gate: remember by default
         bias = tf.get_variable("bias", [4 * units], tf.float32, tf.constant_initializer(bias_init))
     return kernel_x, kernel_h, bias
-
-
-def _cell(xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, kernel_h: tf.Tensor, units: int) -> Tuple[tf.Tensor, tf.Tensor]:
-    """One step from the precomputed input projection ``xw`` ``[B, 4u]``: -> (c', h').
-    With a leading network axis (``[N, B, 4u]``, ``kernel_h`` ``[N, u, 4u]``) it steps N
-    LSTMs at once (`LSTMPartner`)."""
-    gates = xw + tf.matmul(h, kernel_h)
-    i, f, g, o = tf.split(gates, 4, axis=gates.shape.ndims - 1)  # static axis: plain for tf2onnx
-    c_new = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-    h_new = tf.sigmoid(o) * tf.tanh(c_new)
-    return c_new, h_new
 
 
 def _first_units(memory: tf.Tensor, units: int) -> tf.Tensor:
@@ -130,6 +85,176 @@ class LSTMPartner:
         self.memory_size = memory_size
         self.output: Optional[tf.Tensor] = None
         self.memory_out: Optional[tf.Tensor] = None
+
+
+def _unroll(
+    xw: tf.Tensor,
+    kernel_h: tf.Tensor,
+    memory: tf.Tensor,
+    resets: Optional[tf.Tensor],
+    masks: Optional[tf.Tensor],
+    units: int,
+) -> Tuple[List[tf.Tensor], tf.Tensor, tf.Tensor, dict]:
+    """The forward unroll over the time axis (the one after ``lead``, the optional network
+    axis of an `LSTMPartner`).
+
+    Args:
+        xw: ``[*lead, S, L, 4u]`` input projections.
+        kernel_h: ``[*lead, u, 4u]``.
+        memory: ``[*lead, S, 2u]`` initial memories, or with ``resets`` ``[*lead, S, L, 2u]``
+            the memory each row acted from.
+        resets, masks: ``[*lead or 1s, S, L, 1]`` bool, or None.
+    Returns:
+        (L outputs ``h`` ``[*lead, S, u]``, final ``c``, final ``h``, what the backward pass
+        reads: per step ``c`` and ``h`` before it and the gate activations).
+    """
+    time_axis = xw.shape.ndims - 2
+    length = int(xw.shape[time_axis])
+    # Per-step tensors by one unstack each, not a strided slice per step.
+    steps = tf.unstack(xw, length, axis=time_axis)
+    step_masks = None if masks is None else tf.unstack(masks, length, axis=time_axis)
+    rows_c = rows_h = step_resets = None
+    if resets is not None:
+        rows_c = tf.unstack(_first_units(memory, units), length, axis=time_axis)
+        rows_h = tf.unstack(_last_units(memory, units), length, axis=time_axis)
+        step_resets = tf.unstack(resets, length, axis=time_axis)
+        c, h = rows_c[0], rows_h[0]  # a sequence always starts from its first row's memory
+    else:
+        c, h = _first_units(memory, units), _last_units(memory, units)
+    saved: dict = {k: [] for k in ("c", "h", "sigmoid", "tanh", "tanh_c")}
+    outputs = []
+    for t in range(length):
+        if step_resets is not None and t > 0:
+            # A trajectory starts here: the stored memory it acted from. (Selects, not
+            # blends: one exact op.)
+            c = tf.where_v2(step_resets[t], rows_c[t], c)
+            h = tf.where_v2(step_resets[t], rows_h[t], h)
+        gates = steps[t] + tf.matmul(h, kernel_h)
+        # Both activations over all four gates, then one split each: 4 ops a step rather
+        # than 5 (a split and one op per gate); the wasted arithmetic is negligible.
+        sigmoid, tanh = tf.sigmoid(gates), tf.tanh(gates)
+        last = gates.shape.ndims - 1  # static axis: plain for tf2onnx
+        i, f, _, o = tf.split(sigmoid, 4, axis=last)
+        g = tf.split(tanh, 4, axis=last)[2]
+        c_new = f * c + i * g
+        tanh_c = tf.tanh(c_new)
+        h_new = o * tanh_c
+        for key, value in zip(saved, (c, h, sigmoid, tanh, tanh_c)):
+            saved[key].append(value)
+        if step_masks is not None:  # padding leaves the state unchanged
+            c_new = tf.where_v2(step_masks[t], c_new, c)
+            h_new = tf.where_v2(step_masks[t], h_new, h)
+        c, h = c_new, h_new
+        outputs.append(h)
+    return outputs, c, h, saved
+
+
+def _unroll_with_bptt(
+    xw: tf.Tensor,
+    kernel_h: tf.Tensor,
+    memory: tf.Tensor,
+    resets: Optional[tf.Tensor],
+    masks: Optional[tf.Tensor],
+    units: int,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`_unroll` (L > 1) with a hand-written backward pass through time.
+
+    Why: the update's cost is the unrolled graph's op count (the arithmetic is tiny: 4
+    sequences per minibatch), and TensorFlow differentiates each forward op on its own:
+    two matmuls per step (one for ``W_h``), a gradient op per activation and product, an
+    AddN wherever a tensor is read twice, about 28 ops a step. Here everything that does
+    not depend on the incoming gradient (the gates' derivatives) is computed once for all
+    steps, the serial part is ~9 ops a step, and ``W_h``'s gradient is one matmul over all
+    steps. Same arithmetic (`tests/trainers/test_memory.py` compares every gradient with
+    TensorFlow's own, 1e-6).
+
+    Returns ``([*lead, S, L, u]`` outputs ``h``, final ``c``, final ``h`` ``[*lead, S, u]``).
+    """
+    time_axis = xw.shape.ndims - 2
+    length = int(xw.shape[time_axis])
+
+    @tf.custom_gradient
+    def unroll(xw: tf.Tensor, kernel_h: tf.Tensor, memory: tf.Tensor) -> Tuple[tuple, Callable]:
+        outputs, c_final, h_final, saved = _unroll(xw, kernel_h, memory, resets, masks, units)
+
+        def backward(d_out: tf.Tensor, d_c: Optional[tf.Tensor], d_h: Optional[tf.Tensor]) -> list:
+            def time_major(key: str) -> tf.Tensor:  # [L, *lead, S, width]
+                return tf.stack(saved[key], axis=0)
+
+            i, f, _, o = tf.split(time_major("sigmoid"), 4, axis=-1)
+            g = tf.split(time_major("tanh"), 4, axis=-1)[2]
+            tanh_c = time_major("tanh_c")
+            # What does not depend on the incoming gradient, for all steps at once:
+            # d(c_t)/d(h_t) through h = o * tanh(c), and the gates' derivatives.
+            dc_dh = o * (1.0 - tanh_c * tanh_c)
+            gate_factors = [g * i * (1.0 - i), time_major("c") * f * (1.0 - f), i * (1.0 - g * g)]
+            do_dh = tanh_c * o * (1.0 - o)
+            keep = m = None
+            if masks is not None:  # a padded step passes the gradient through unchanged
+                m = tf.cast(tf.stack(tf.unstack(masks, length, axis=time_axis), axis=0), tf.float32)
+                keep = tf.unstack(1.0 - m, length)
+                dc_dh, do_dh, m = dc_dh * m, do_dh * m, tf.unstack(m, length)
+            f_carried = f
+            if resets is not None:
+                # Where a trajectory starts (t > 0) the carried state was replaced by the
+                # row's memory, so the carried gradient stops there: a factor 0 (folded
+                # into the forget gate's for c when there are no masks).
+                restarts = tf.cast(tf.stack(step_resets[1:], axis=0), tf.float32)
+                carry = tf.concat([tf.ones_like(restarts[:1]), 1.0 - restarts], axis=0)
+                if masks is None:
+                    f_carried = f * carry
+                carry = tf.unstack(carry, length)
+            factors = tf.unstack(tf.concat(gate_factors + [do_dh], axis=-1), length)
+            dc_dh, forget = tf.unstack(dc_dh, length), tf.unstack(f_carried, length)
+            if d_out is None:
+                d_out = tf.zeros_like(xw[..., :units])
+            d_steps = tf.unstack(d_out, length, axis=time_axis)
+            dh = d_steps[-1] if d_h is None else d_h + d_steps[-1]
+            dc = tf.zeros_like(c_final) if d_c is None else d_c
+            d_gates: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
+            dh_prev: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
+            dc_prev: List[tf.Tensor] = [None] * length  # masks only  # type: ignore[list-item]
+            dc_cells: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
+            for t in reversed(range(length)):  # the serial part: ~8 ops a step
+                if t < length - 1:
+                    dh = dh + d_steps[t]
+                dc_cells[t] = (dc if m is None else dc * m[t]) + dh * dc_dh[t]
+                d_gates[t] = tf.concat([dc_cells[t]] * 3 + [dh], axis=-1) * factors[t]
+                dh_prev[t] = tf.matmul(d_gates[t], kernel_h, transpose_b=True)
+                if keep is None:
+                    dc = dc_cells[t] * forget[t]
+                else:
+                    dh_prev[t] = dh_prev[t] + dh * keep[t]
+                    dc_prev[t] = dc = dc_cells[t] * forget[t] + dc * keep[t]
+                    if resets is not None and t > 0:
+                        dc = dc * carry[t]
+                dh = dh_prev[t] if resets is None or t == 0 else dh_prev[t] * carry[t]
+            d_xw = tf.stack(d_gates, axis=time_axis)
+            h_before = tf.stack(saved["h"], axis=time_axis)
+            flat = [-1 if d is None else d for d in kernel_h.shape.as_list()[:-2]]
+            d_kernel_h = tf.matmul(
+                tf.reshape(h_before, flat + [-1, units]), tf.reshape(d_xw, flat + [-1, 4 * units]), transpose_a=True
+            )
+            if resets is None:
+                d_memory = tf.concat([dc, dh], axis=-1)
+            else:
+                # Each row's stored memory gets the gradient where it was read: at a reset
+                # and at every sequence's first step.
+                if keep is None:  # d(c before step t) = dc_cell * f, for all steps at once
+                    perm = list(range(1, time_axis + 1)) + [0, time_axis + 1]
+                    dc_rows = tf.transpose(tf.stack(dc_cells, axis=0) * f, perm)
+                else:
+                    dc_rows = tf.stack(dc_prev, axis=time_axis)
+                read = tf.concat([tf.ones_like(resets[..., :1, :]), resets[..., 1:, :]], axis=time_axis)
+                d_rows = tf.concat([dc_rows, tf.stack(dh_prev, axis=time_axis)], axis=-1)
+                d_memory = tf.where_v2(read, d_rows, 0.0)
+            return [d_xw, d_kernel_h, d_memory]
+
+        return (tf.stack(outputs, axis=time_axis), c_final, h_final), backward
+
+    step_resets = None if resets is None else tf.unstack(resets, length, axis=time_axis)
+    return unroll(xw, tf.convert_to_tensor(kernel_h), memory)
+
 
 
 def lstm_sequences(
@@ -174,39 +299,20 @@ def lstm_sequences(
         xw = tf.stack([xw, partner.xw])
         kernel_h = tf.stack([kernel_h, partner.kernel_h])
         memory_in = tf.stack([memory_in, partner.memory_in])
-    time_axis = len(lead) + 1
-    flag_shape = [1] * len(lead) + [-1, length, 1]
-    # Per-step inputs by one unstack each, not a strided slice per step: the gradient of
-    # an unstack is one stack, while each slice's gradient writes a whole [S, L, 4u] tensor
-    # of zeros around its step (L of them, summed).
-    xw = tf.unstack(tf.reshape(xw, lead + [-1, length, 4 * units]), length, axis=time_axis)
-    # Resets and masks select (tf.where: one op forward, exact) rather than blend.
-    masks = None if step_mask is None else tf.unstack(tf.reshape(step_mask > 0.0, flag_shape), length, axis=time_axis)
-    rows_c = rows_h = resets = None
+    flags = [1] * len(lead) + [-1, length, 1]
+    resets = None if reset is None else tf.reshape(reset > 0.0, flags)
+    masks = None if step_mask is None else tf.reshape(step_mask > 0.0, flags)
     if reset is not None:
-        rows_memory = tf.reshape(memory_in, lead + [-1, length, memory_size])
-        rows_c = tf.unstack(_first_units(rows_memory, units), length, axis=time_axis)
-        rows_h = tf.unstack(_last_units(rows_memory, units), length, axis=time_axis)
-        resets = tf.unstack(tf.reshape(reset > 0.0, flag_shape), length, axis=time_axis)
-        c, h = rows_c[0], rows_h[0]  # a sequence always starts from its first row's memory
-    else:
-        c, h = _first_units(memory_in, units), _last_units(memory_in, units)
-    outputs = []
-    # Training unrolls (L > 1) get the cheap gradients; the one-step graph that is
-    # exported stays plain.
-    with _same_shape_gradients() if length > 1 else contextlib.nullcontext():
-        for t in range(length):
-            if resets is not None and t > 0:
-                # A trajectory starts here: the stored memory it acted from.
-                c = tf.where_v2(resets[t], rows_c[t], c)
-                h = tf.where_v2(resets[t], rows_h[t], h)
-            c_new, h_new = _cell(xw[t], c, h, kernel_h, units)
-            if masks is not None:
-                c_new = tf.where_v2(masks[t], c_new, c)
-                h_new = tf.where_v2(masks[t], h_new, h)
-            c, h = c_new, h_new
-            outputs.append(h)
-    out = tf.reshape(tf.stack(outputs, axis=time_axis), lead + [-1, units]) if length > 1 else outputs[0]
+        memory_in = tf.reshape(memory_in, lead + [-1, length, memory_size])
+    xw = tf.reshape(xw, lead + [-1, length, 4 * units])
+    if length > 1:
+        # Training: the hand-written backward pass (`_unroll_with_bptt`), about half the
+        # ops of TensorFlow's own gradient of the same forward ops.
+        stacked, c, h = _unroll_with_bptt(xw, kernel_h, memory_in, resets, masks, units)
+        out = tf.reshape(stacked, lead + [-1, units])
+    else:  # inference: the plain one-step graph that is exported
+        outputs, c, h, _ = _unroll(xw, kernel_h, memory_in, resets, masks, units)
+        out = outputs[0]
     final = tf.concat([c, h], axis=len(lead) + 1)
     if partner is not None:
         partner.output, partner.memory_out = out[1], final[1]
