@@ -139,35 +139,49 @@ class Simple(BuiltinEnv):
 
     def _advance(self, state: BehaviorState, action: ActionTuple) -> Tuple[np.ndarray, np.ndarray]:
         assert isinstance(state, _SimpleState)
+        # Plain ufuncs with ``out=`` rather than np.clip, boolean indexing and .mean: the
+        # same numbers, in half the time (a step of one agent is ~10 numpy calls, so each
+        # call's fixed cost is the env's cost; ML-Agents' small-buffer test steps it 20k
+        # times).
         c = self._continuous
-        delta = np.empty_like(state.position)
+        step = self._step_size
         if c:
-            delta[:, :c] = np.clip(action.continuous, -1.0, 1.0)
-        if self._discrete:
-            delta[:, c:] = np.where(action.discrete == 1, 1.0, -1.0)
-        pos = np.clip(state.position + self._step_size * delta, -1.0, 1.0)
-        at_edge = np.abs(pos) >= 1.0 - 1e-6
-        pos[at_edge] = np.sign(pos[at_edge])  # 5 x 0.2 may sum to 0.9999999
+            delta = np.empty_like(state.position)
+            np.clip(action.continuous, -1.0, 1.0, out=delta[:, :c])
+            if self._discrete:
+                delta[:, c:] = np.where(action.discrete == 1, 1.0, -1.0)
+            delta *= step
+        else:  # step * (+1 or -1), exactly
+            delta = np.where(action.discrete == 1, step, -step)
+        pos = np.add(state.position, delta, out=delta)
+        np.maximum(pos, -1.0, out=pos)
+        np.minimum(pos, 1.0, out=pos)
+        at_edge = np.greater_equal(np.abs(pos), 1.0 - 1e-6)
+        np.copysign(1.0, pos, out=pos, where=at_edge)  # 5 x 0.2 may sum to 0.9999999
         state.position = pos
-        done = np.asarray(at_edge.all(axis=1))
-        success = self.success_reward * (pos * state.goal[:, None]).mean(axis=1)
-        reward = np.where(done, success, -TIME_PENALTY).astype(np.float32)
+        done = np.logical_and.reduce(at_edge, axis=1)
+        alignment = np.add.reduce(pos * state.goal[:, None], axis=1) / pos.shape[1]  # the mean
+        reward = np.where(done, self.success_reward * alignment, -TIME_PENALTY).astype(np.float32)
         return reward, done
 
     def _observe(self, state: BehaviorState) -> List[np.ndarray]:
         assert isinstance(state, _SimpleState)
         n = state.n
         goal = state.goal.astype(np.float32)
-        pixel = (goal + 1.0) * 0.5
-        if self.show_goal_steps >= 0:
-            hidden = state.episode_steps >= self.show_goal_steps
-            goal = np.where(hidden, 0.0, goal).astype(np.float32)
-            pixel = np.where(hidden, 0.5, pixel).astype(np.float32)
-        obs = [np.repeat(goal[:, None], self._vec_size, axis=1) for _ in range(self._num_vector)]
-        for _ in range(self._num_visual):
-            img = np.empty((n,) + self._vis_shape, np.float32)
-            img[...] = pixel[:, None, None, None]
-            obs.append(img)
+        hidden = state.episode_steps >= self.show_goal_steps if self.show_goal_steps >= 0 else None
+        obs = []
+        if self._num_vector:
+            vector = goal if hidden is None else np.where(hidden, 0.0, goal).astype(np.float32)
+            column = vector.reshape(n, 1)
+            obs = [column.repeat(self._vec_size, axis=1) for _ in range(self._num_vector)]
+        if self._num_visual:
+            pixel = (goal + 1.0) * 0.5
+            if hidden is not None:
+                pixel = np.where(hidden, 0.5, pixel).astype(np.float32)
+            for _ in range(self._num_visual):
+                img = np.empty((n,) + self._vis_shape, np.float32)
+                img[...] = pixel[:, None, None, None]
+                obs.append(img)
         return obs
 
     def _expert(self, state: BehaviorState, rows: np.ndarray) -> ActionTuple:
