@@ -164,8 +164,8 @@ def _unroll_with_bptt(
     two matmuls per step (one for ``W_h``), a gradient op per activation and product, an
     AddN wherever a tensor is read twice, about 28 ops a step. Here everything that does
     not depend on the incoming gradient (the gates' derivatives) is computed once for all
-    steps, the serial part is ~9 ops a step, and ``W_h``'s gradient is one matmul over all
-    steps. Same arithmetic (`tests/trainers/test_memory.py` compares every gradient with
+    steps, the serial part is about 8 ops a step, and ``W_h``'s gradient is one matmul over
+    all steps. Same arithmetic (`tests/trainers/test_memory.py` compares every gradient with
     TensorFlow's own, 1e-6).
 
     Returns ``([*lead, S, L, u]`` outputs ``h``, final ``c``, final ``h`` ``[*lead, S, u]``).
@@ -217,7 +217,7 @@ def _unroll_with_bptt(
             dc_cells: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
             # W_h transposed once: oneDNN's matmul with transpose_b costs ~3 us more a call.
             kernel_h_t = tf.linalg.matrix_transpose(kernel_h)
-            for t in reversed(range(length)):  # the serial part: ~8 ops a step
+            for t in reversed(range(length)):  # the serial part: about 8 ops a step
                 if t < length - 1:
                     dh = dh + d_steps[t]
                 dc_cells[t] = (dc if m is None else dc * m[t]) + dh * dc_dh[t]
@@ -256,7 +256,6 @@ def _unroll_with_bptt(
 
     step_resets = None if resets is None else tf.unstack(resets, length, axis=time_axis)
     return unroll(xw, tf.convert_to_tensor(kernel_h), memory)
-
 
 
 def lstm_sequences(

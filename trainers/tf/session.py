@@ -63,7 +63,8 @@ def make_session_config(
     unrolls ``sequence_length`` LSTM steps of the actor and the critic, forward and
     backward, and Grappler spent ~10 s optimising it at the first update (benchmark.py
     --memory, sequence_length 64) without making later updates any faster (with the
-    same-shape gradients of `trainers.tf.lstm` it still costs ~0.8 s, more than it saves).
+    smaller unrolled graph of an earlier `trainers.tf.lstm` it still cost ~0.8 s, more than
+    it saved).
     """
     device_count = {"CPU": count_cpu_devices(devices)}
     if cpu_only:
