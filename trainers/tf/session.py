@@ -163,8 +163,8 @@ class FastCallable:
         Why a limit and not a race of the two: the caller's thread wins only where the
         call is small (CartPole's PPO update, ~0.3 ms: 1.5x faster than the pool, whose
         hand-offs cost more than the ops), the pool wins where it is large (SAC's
-        update, visual and LSTM PPO: 3-8 ms in the caller's thread, 1.3-2.2x faster on
-        the pool). Timing both on their first calls picked the slower one about one time
+        update and visual PPO: 3-8 ms in the caller's thread, 1.3-1.8x faster on the
+        pool; LSTM PPO, since its backward pass is hand-written, ~6 ms and ~1.1x). Timing both on their first calls picked the slower one about one time
         in three here: early calls are noisy and the pool's are slow until each of its
         threads has warmed up (its per-thread oneDNN caches).
         """
