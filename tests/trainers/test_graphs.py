@@ -265,19 +265,27 @@ def test_shared_critic_puts_value_heads_on_the_actor_body():
 def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch):
     """An update callable with `AUTO_POOL` times its first calls in the caller's thread,
     then keeps that thread if they were cheap (below ``CALLER_LIMIT_S``) or moves to the
-    inter-op pool for good; every call, during the trial and after it, gives the same
-    weights as a run that always used the pool."""
+    inter-op pool for good; one with more costly ops than ``POOL_UNTRIED_OPS`` goes to the
+    pool untried. Every call, during the trial and after it, gives the same weights as a
+    run that always used the pool."""
     from trainers.tf.session import AUTO_POOL, CALLER_THREAD, UPDATE_POOL, FastCallable
 
     spec = make_spec(1, (3,))
     settings = small_settings(batch_size=16, buffer_size=64, num_epoch=1)
     trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
     results = {}
-    # (pool asked for, CALLER_LIMIT_S, the pool expected after the trial)
-    cases = [(UPDATE_POOL, None, UPDATE_POOL), (AUTO_POOL, 10.0, CALLER_THREAD), (AUTO_POOL, 0.0, UPDATE_POOL)]
-    for pool, limit, expected in cases:
+    # (pool asked for, CALLER_LIMIT_S, POOL_UNTRIED_OPS, the pool expected after the trial)
+    cases = [
+        (UPDATE_POOL, None, None, UPDATE_POOL),
+        (AUTO_POOL, 10.0, None, CALLER_THREAD),
+        (AUTO_POOL, 0.0, None, UPDATE_POOL),
+        (AUTO_POOL, 10.0, 0, UPDATE_POOL),  # cheap in time, but too many ops: never tried
+    ]
+    for pool, limit, untried, expected in cases:
         if limit is not None:
             monkeypatch.setattr(FastCallable, "CALLER_LIMIT_S", limit)
+        if untried is not None:
+            monkeypatch.setattr(FastCallable, "POOL_UNTRIED_OPS", untried)
         trainer = make_trainer(spec, settings, seed=3)
         mb = _minibatch(spec, trainer, 16 * (trial + 3), np.random.default_rng(7))
         original = FastCallable.__init__
@@ -293,10 +301,32 @@ def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch
         fn = trainer.optimizer._update_fn
         assert fn.calls == trial + 3
         assert fn.pool == expected
+        # Timed calls in the caller's thread only where a trial ran.
+        assert len(fn._trials) == (FastCallable.TRIAL_CALLS if pool == AUTO_POOL and untried is None else 0)
         variables = trainer.policy.graph.get_collection("trainable_variables")
-        results[(pool, limit)] = trainer.policy.session.run(variables)
+        results[(pool, limit, untried)] = trainer.policy.session.run(variables)
         trainer.close()
-    reference = results[(UPDATE_POOL, None)]
+    reference = results[(UPDATE_POOL, None, None)]
     for key, weights in results.items():
         for a, b in zip(reference, weights):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
+
+
+def test_only_unrolled_lstm_updates_skip_the_caller_thread_trial():
+    """`_costly_op_count` puts the LSTM update of `scripts/benchmark.py --memory` (sequences
+    of 64) above ``POOL_UNTRIED_OPS`` (it goes to the pool without building a caller-thread
+    executor it would drop), and the same network without memory below it (it is timed)."""
+    from dataclasses import replace
+
+    from trainers.settings import MemorySettings, NetworkSettings
+    from trainers.tf.session import FastCallable, _costly_op_count
+
+    spec = make_spec(0, (2,), vector=1)
+    counts = {}
+    for memory in (None, MemorySettings(memory_size=128, sequence_length=64)):
+        network = NetworkSettings(hidden_units=128, num_layers=2, memory=memory)
+        trainer = make_trainer(spec, replace(small_settings(batch_size=256, buffer_size=2048), network_settings=network))
+        opt = trainer.optimizer
+        counts[memory is not None] = _costly_op_count(opt._stat_tensors, opt._feed_list, [opt._update_op])
+        trainer.close()
+    assert counts[False] < FastCallable.POOL_UNTRIED_OPS < counts[True], counts

@@ -105,6 +105,30 @@ def make_session(
     return tf.Session(graph=graph, config=make_session_config(devices, cpu_only, graph_rewrites))
 
 
+#: Ops that cost next to nothing per run (no kernel work): not counted by `_costly_op_count`.
+_FREE_OPS = frozenset(
+    {"Const", "VarHandleOp", "ReadVariableOp", "Identity", "IdentityN", "NoOp", "Placeholder", "Shape"}
+)
+
+
+def _costly_op_count(
+    fetches: Sequence[tf.Tensor], feeds: Sequence[tf.Tensor], targets: Sequence[tf.Operation]
+) -> int:
+    """Ops a run of these fetches and targets executes (what the session prunes the graph
+    to: everything they depend on, stopping at fed tensors), less the `_FREE_OPS`."""
+    fed = {t.name for t in feeds}
+    stack = [t.op for t in fetches if t.name not in fed] + list(targets)
+    seen = set()
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs if t.name not in fed)
+        stack.extend(op.control_inputs)
+    return sum(op.type not in _FREE_OPS for op in seen)
+
+
 class FastCallable:
     """A compiled step of a session: fixed feeds and fetches, called with numpy arrays.
 
@@ -142,6 +166,8 @@ class FastCallable:
         #: The pool in use; for AUTO_POOL, known once the trial calls are done.
         self.pool = pool
         self._trials: list = []
+        if pool == AUTO_POOL and _costly_op_count(fetches, feeds, targets) > self.POOL_UNTRIED_OPS:
+            self.pool = pool = UPDATE_POOL  # too many ops to be cheap anywhere: no trial
         if pool == AUTO_POOL:
             self._make = make  # the pool's callable is built only if chosen
             self._in_caller = make(CALLER_THREAD)
@@ -155,6 +181,11 @@ class FastCallable:
     TRIAL_CALLS = 8
     #: AUTO_POOL: a call whose median trial time is below this stays in the caller's thread.
     CALLER_LIMIT_S = 1.5e-3
+    #: AUTO_POOL: a call with more ops than this (`_costly_op_count`) goes to the pool
+    #: untried. Each such op costs at least ~1 us in the caller's thread here (CartPole's
+    #: update: ~250 of them, ~250 us), so the trial could only pick the pool, after
+    #: building an executor it then drops: ~130 ms for the LSTM update (~1,800 ops).
+    POOL_UNTRIED_OPS = 1500
 
     def _tune(self, *arrays: np.ndarray) -> list:
         """Runs the first calls in the caller's thread, timing them; a call that proved
