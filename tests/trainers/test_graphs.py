@@ -325,7 +325,8 @@ def test_only_unrolled_lstm_updates_skip_the_caller_thread_trial():
     counts = {}
     for memory in (None, MemorySettings(memory_size=128, sequence_length=64)):
         network = NetworkSettings(hidden_units=128, num_layers=2, memory=memory)
-        trainer = make_trainer(spec, replace(small_settings(batch_size=256, buffer_size=2048), network_settings=network))
+        settings = replace(small_settings(batch_size=256, buffer_size=2048), network_settings=network)
+        trainer = make_trainer(spec, settings)
         opt = trainer.optimizer
         counts[memory is not None] = _costly_op_count(opt._stat_tensors, opt._feed_list, [opt._update_op])
         trainer.close()

@@ -195,9 +195,10 @@ class FastCallable:
         call is small (CartPole's PPO update, ~0.3 ms: 1.5x faster than the pool, whose
         hand-offs cost more than the ops), the pool wins where it is large (SAC's
         update and visual PPO: 3-8 ms in the caller's thread, 1.3-1.8x faster on the
-        pool; LSTM PPO, since its backward pass is hand-written, ~6 ms and ~1.1x). Timing both on their first calls picked the slower one about one time
-        in three here: early calls are noisy and the pool's are slow until each of its
-        threads has warmed up (its per-thread oneDNN caches).
+        pool; LSTM PPO, since its backward pass is hand-written, ~6 ms and ~1.1x).
+        Timing both on their first calls picked the slower one about one time in three
+        here: early calls are noisy and the pool's are slow until each of its threads has
+        warmed up (its per-thread oneDNN caches).
         """
         start = time.perf_counter()
         result = self._in_caller(*arrays)
