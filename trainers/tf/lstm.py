@@ -87,6 +87,23 @@ class LSTMPartner:
         self.memory_out: Optional[tf.Tensor] = None
 
 
+def _step(
+    xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, kernel_h: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One step from the input projection ``xw`` ``[*lead, S, 4u]`` and the state ``c``,
+    ``h`` ``[*lead, S, u]``: -> (c', h', sigmoid(gates), tanh(gates), tanh(c'))."""
+    gates = xw + tf.matmul(h, kernel_h)
+    # Both activations over all four gates, then one split each: 4 ops a step rather than
+    # 5 (a split and one op per gate); the wasted arithmetic is negligible.
+    sigmoid, tanh = tf.sigmoid(gates), tf.tanh(gates)
+    last = gates.shape.ndims - 1  # static axis: plain for tf2onnx
+    i, f, _, o = tf.split(sigmoid, 4, axis=last)
+    g = tf.split(tanh, 4, axis=last)[2]
+    c_new = f * c + i * g
+    tanh_c = tf.tanh(c_new)
+    return c_new, o * tanh_c, sigmoid, tanh, tanh_c
+
+
 def _unroll(
     xw: tf.Tensor,
     kernel_h: tf.Tensor,
@@ -129,16 +146,7 @@ def _unroll(
             # blends: one exact op.)
             c = tf.where_v2(step_resets[t], rows_c[t], c)
             h = tf.where_v2(step_resets[t], rows_h[t], h)
-        gates = steps[t] + tf.matmul(h, kernel_h)
-        # Both activations over all four gates, then one split each: 4 ops a step rather
-        # than 5 (a split and one op per gate); the wasted arithmetic is negligible.
-        sigmoid, tanh = tf.sigmoid(gates), tf.tanh(gates)
-        last = gates.shape.ndims - 1  # static axis: plain for tf2onnx
-        i, f, _, o = tf.split(sigmoid, 4, axis=last)
-        g = tf.split(tanh, 4, axis=last)[2]
-        c_new = f * c + i * g
-        tanh_c = tf.tanh(c_new)
-        h_new = o * tanh_c
+        c_new, h_new, sigmoid, tanh, tanh_c = _step(steps[t], c, h, kernel_h)
         for key, value in zip(saved, (c, h, sigmoid, tanh, tanh_c)):
             saved[key].append(value)
         if step_masks is not None:  # padding leaves the state unchanged
@@ -303,6 +311,10 @@ def lstm_sequences(
     flags = [1] * len(lead) + [-1, length, 1]
     resets = None if reset is None else tf.reshape(reset > 0.0, flags)
     masks = None if step_mask is None else tf.reshape(step_mask > 0.0, flags)
+    if length == 1 and reset is None and step_mask is None and not lead:
+        # Inference: one plain step, the graph that is exported.
+        c, out = _step(xw, _first_units(memory_in, units), _last_units(memory_in, units), kernel_h)[:2]
+        return out, tf.concat([c, out], axis=1)
     if reset is not None:
         memory_in = tf.reshape(memory_in, lead + [-1, length, memory_size])
     xw = tf.reshape(xw, lead + [-1, length, 4 * units])
@@ -311,7 +323,7 @@ def lstm_sequences(
         # ops of TensorFlow's own gradient of the same forward ops.
         stacked, c, h = _unroll_with_bptt(xw, kernel_h, memory_in, resets, masks, units)
         out = tf.reshape(stacked, lead + [-1, units])
-    else:  # inference: the plain one-step graph that is exported
+    else:
         outputs, c, h, _ = _unroll(xw, kernel_h, memory_in, resets, masks, units)
         out = outputs[0]
     final = tf.concat([c, h], axis=len(lead) + 1)
