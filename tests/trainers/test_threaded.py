@@ -144,6 +144,17 @@ def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:
     assert len(timers["update_durations"]) >= 30 and timers["swap"] > 0
 
 
+def test_threaded_recurrent_ppo_solves_memory(run_cli, tmp_path) -> None:
+    """An LSTM actor (and critic memory) acting from the threaded copy: builtin:Memory
+    shows the goal only in the first two steps, so > 0.9 needs the memories carried per
+    agent across the weight swaps."""
+    code, out, err = run_cli(_threaded_config(tmp_path, "Memory.yaml"), "--run-id=memory_threaded")
+    assert code == 0, err
+    rewards, rows = _rewards(run_cli.results, "memory_threaded", "Memory")
+    assert rewards[-1][1] > 0.9, rewards
+    assert any(r["tag"] == "Policy/Lagged Experience Fraction" for r in rows)
+
+
 def test_sigint_during_a_threaded_update_saves_after_it_and_resumes(run_cli, tmp_path, monkeypatch) -> None:
     events = []
     original_update, original_save = PPOTrainer.update, PPOTrainer.save
