@@ -140,9 +140,8 @@ class Simple(BuiltinEnv):
     def _advance(self, state: BehaviorState, action: ActionTuple) -> Tuple[np.ndarray, np.ndarray]:
         assert isinstance(state, _SimpleState)
         # Plain ufuncs with ``out=`` rather than np.clip, boolean indexing and .mean: the
-        # same numbers, in half the time (a step of one agent is ~10 numpy calls, so each
-        # call's fixed cost is the env's cost; ML-Agents' small-buffer test steps it 20k
-        # times).
+        # same numbers in fewer calls. With one agent each numpy call's fixed cost is the
+        # env's cost (ML-Agents' small-buffer test steps it 20k times).
         c = self._continuous
         step = self._step_size
         if c:
