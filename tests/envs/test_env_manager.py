@@ -408,3 +408,42 @@ def test_without_shared_memory_the_pipes_carry_the_steps(monkeypatch, capsys) ->
         _assert_same(expected, _trajectory(remote, 10))
     assert capsys.readouterr().out.count("no shared memory") == 1
     _no_orphans()
+
+
+def test_waiter_spins_only_while_answers_come_quickly(monkeypatch) -> None:
+    """`_Waiter` (the spin-then-block wait of both ends of a worker pipe): data already
+    there returns at once; a wait that times out returns nothing after about its timeout;
+    once the recent waits averaged over half of ``SPIN_S`` it blocks without spinning,
+    and quick answers bring the spinning back."""
+    import select
+
+    from envs import env_manager
+
+    yields = []
+    real_yield = os.sched_yield
+    monkeypatch.setattr(env_manager.os, "sched_yield", lambda: yields.append(1) or real_yield())
+    read_fd, write_fd = os.pipe()
+    try:
+        poller = select.poll()
+        poller.register(read_fd, select.POLLIN)
+        waiter = env_manager._Waiter(poller)
+        os.write(write_fd, b"x")
+        assert waiter.poll(1.0) and not yields  # already readable: no spin
+        os.read(read_fd, 1)
+        start = time.perf_counter()
+        assert waiter.poll(0.05) == []  # nothing comes: spins, then blocks until the timeout
+        assert 0.04 < time.perf_counter() - start < 1.0 and yields
+        while waiter.recent_s < 0.5 * env_manager.SPIN_S:  # slow answers: the average grows
+            waiter.poll(0.01)
+        yields.clear()
+        assert waiter.poll(0.01) == [] and not yields  # it blocks at once now
+        for _ in range(60):  # quick answers again
+            os.write(write_fd, b"x")
+            waiter.poll(1.0)
+            os.read(read_fd, 1)
+        assert waiter.recent_s < 0.5 * env_manager.SPIN_S
+        waiter.poll(0.005)
+        assert yields  # and it spins again
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
