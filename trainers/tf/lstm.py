@@ -189,6 +189,10 @@ def _unroll_with_bptt(
             def time_major(key: str) -> tf.Tensor:  # [L, *lead, S, width]
                 return tf.stack(saved[key], axis=0)
 
+            def time_first(flags: tf.Tensor) -> tf.Tensor:  # [*lead or 1s, S, L, 1] -> [L, ..., S, 1]
+                rank = flags.shape.ndims
+                return tf.transpose(flags, [time_axis] + [a for a in range(rank) if a != time_axis])
+
             i, f, _, o = tf.split(time_major("sigmoid"), 4, axis=-1)
             g = tf.split(time_major("tanh"), 4, axis=-1)[2]
             tanh_c = time_major("tanh_c")
@@ -199,7 +203,7 @@ def _unroll_with_bptt(
             do_dh = tanh_c * o * (1.0 - o)
             keep = m = None
             if masks is not None:  # a padded step passes the gradient through unchanged
-                m = tf.cast(tf.stack(tf.unstack(masks, length, axis=time_axis), axis=0), tf.float32)
+                m = tf.cast(time_first(masks), tf.float32)
                 keep = tf.unstack(1.0 - m, length)
                 dc_dh, do_dh, m = dc_dh * m, do_dh * m, tf.unstack(m, length)
             f_carried = f
@@ -207,7 +211,7 @@ def _unroll_with_bptt(
                 # Where a trajectory starts (t > 0) the carried state was replaced by the
                 # row's memory, so the carried gradient stops there: a factor 0 (folded
                 # into the forget gate's for c when there are no masks).
-                restarts = tf.cast(tf.stack(step_resets[1:], axis=0), tf.float32)
+                restarts = tf.cast(time_first(resets)[1:], tf.float32)
                 carry = tf.concat([tf.ones_like(restarts[:1]), 1.0 - restarts], axis=0)
                 if masks is None:
                     f_carried = f * carry
@@ -262,7 +266,6 @@ def _unroll_with_bptt(
 
         return (tf.stack(outputs, axis=time_axis), c_final, h_final), backward
 
-    step_resets = None if resets is None else tf.unstack(resets, length, axis=time_axis)
     return unroll(xw, tf.convert_to_tensor(kernel_h), memory)
 
 
