@@ -13,6 +13,7 @@ from trainer_test_utils import config_path
 from envs.base_env import ActionTuple
 from envs.builtin import Memory
 from trainers.buffer import pad_trajectory
+from trainers.ppo import optimizer as ppo_optimizer
 from trainers.ppo.trainer import PPOTrainer
 from trainers.settings import MemorySettings, NetworkSettings, PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
@@ -320,6 +321,46 @@ def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
     assert stats["clip_fraction"] == 0.0
     assert stats["value_loss"] < 1e-10, stats
     trainer.close()
+    env.close()
+
+
+def test_critic_lstm_with_the_actor_or_apart_gives_the_same_update(monkeypatch):
+    """The update steps the critic's LSTM in the actor's LSTM ops (`LSTMPartner`) or as
+    its own unroll, whichever runs faster where the update runs
+    (`critic_lstm_with_actor`); from the same weights and trajectories both give the
+    same update (1e-6), on packed sequences with resets."""
+    env = Memory(num_agents=2, seed=5)
+    trainers, weights = [], []
+    for together in (True, False):
+        monkeypatch.setattr(ppo_optimizer, "critic_lstm_with_actor", lambda settings, devices, t=together: t)
+        trainers.append(make_trainer(env, recurrent_settings()))
+    with_partner, apart = trainers
+    with with_partner.policy.graph.as_default():
+        start = {v.op.name: v.eval(with_partner.policy.session) for v in tf.global_variables()}
+    with apart.policy.graph.as_default():
+        variables = tf.global_variables()
+        assert sorted(v.op.name for v in variables) == sorted(start)
+        for v in variables:
+            v.load(start[v.op.name], apart.policy.session)
+    trajectories = rollout(with_partner, env, 60)
+    for trainer in trainers:
+        for traj in trajectories:
+            trainer.process_trajectory(traj)
+        trainer.buffer.pad_to_sequences(SEQ)
+        assert trainer.buffer["reset"].reshape(-1, SEQ)[:, 1:].sum() >= 5  # resets inside sequences
+        batch = {k: trainer.buffer[k] for k in trainer.optimizer.placeholders}
+        trainer.optimizer.update(batch, 0, {})
+        with trainer.policy.graph.as_default():
+            weights.append({v.op.name: v.eval(trainer.policy.session) for v in tf.global_variables()})
+    ops = [len(t.policy.graph.get_operations()) for t in trainers]
+    assert ops[0] < ops[1]  # the partnered update has fewer ops
+    changed = 0
+    for name, value in weights[0].items():
+        np.testing.assert_allclose(weights[1][name], value, atol=1e-6, err_msg=name)
+        changed += not np.allclose(value, start[name])
+    assert changed > 10  # the update moved the actor's and the critic's weights
+    for trainer in trainers:
+        trainer.close()
     env.close()
 
 

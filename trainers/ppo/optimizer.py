@@ -7,6 +7,7 @@ reward signal's tower) so that N devices only add towers.
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -94,6 +95,22 @@ def build_recurrent_critic(
                 encoding, memory_in, sequence_length, memory_size, "lstm", step_mask, reset
             )
         return value_heads(encoding, signal_names), memory_out
+
+
+def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) -> bool:
+    """Whether the update steps the critic's LSTM inside the actor's LSTM ops
+    (`LSTMPartner`: one batched cell, half the unrolled ops) or as its own unroll.
+
+    Two unrolls are two independent chains of small ops, which TensorFlow's inter-op pool
+    runs on two cores at once; one batched chain runs on one core. Measured on the
+    2-core machine (`benchmark.py --memory`'s LSTM run, 3 alternated pairs): the update
+    took 103-120 ms a buffer with two chains on the pool, against 146-163 ms batched. The
+    batched cell wins where the update's ops run one after another anyway: a threaded
+    trainer's update runs in its own thread (not on the pool), a 1-core machine, and a
+    GPU, where the cost is the number of kernel launches (not measured here: no GPU).
+    """
+    one_thread = settings.updates_in_thread or (os.cpu_count() or 1) < 2
+    return one_thread or any("gpu" in d.lower() for d in devices)
 
 
 class PPOOptimizer(OptimizerBase):
@@ -252,7 +269,8 @@ class PPOOptimizer(OptimizerBase):
         obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
         mask = shard["masks"]
         partner = None
-        if self.uses_critic_memory:
+        critic_apart = self.uses_critic_memory and not critic_lstm_with_actor(self.settings, self.devices)
+        if self.uses_critic_memory and not critic_apart:
             # The critic's LSTM steps in the actor's LSTM ops (`LSTMPartner`): the same
             # variables and results as `build_recurrent_critic`, half the unrolled ops.
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
@@ -266,6 +284,11 @@ class PPOOptimizer(OptimizerBase):
         if partner is not None:
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 values = value_heads(partner.output, list(self.signals))
+        elif critic_apart:
+            values, _ = build_recurrent_critic(
+                obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
+                policy.sequence_length, reset=shard.get("reset"),
+            )
         else:
             shared = actor.encoding if self.hyperparameters.shared_critic else None
             values = build_critic(obs, spec, network, policy.normalizers, list(self.signals), shared)
