@@ -70,7 +70,9 @@ class LSTMPartner:
 
     Why: the update's cost is the unrolled loop's op count, not its arithmetic (4
     sequences per minibatch), and PPO's actor and critic each unroll an LSTM over the same
-    rows; stepping both in one batched cell halves the ops per step.
+    rows; stepping both in one batched cell halves the ops per step. (Where the update
+    runs on a multi-core CPU pool, two separate unrolls run faster: two chains on two
+    cores; see `trainers.ppo.optimizer.critic_lstm_with_actor`.)
 
     Build it inside the partner network's variable scope (its weights are created there,
     under ``name``); after that call, ``output`` ``[S * L, memory_size // 2]`` and
