@@ -20,7 +20,21 @@ from trainers.stats import (
     StatsWriter,
     TensorboardWriter,
     TrainingStatus,
+    masked_crc32c,
 )
+
+
+def test_masked_crc32c_closed_forms():
+    """TFRecord's checksum (our event files' framing; TensorBoard's reader checks it, see
+    the EventAccumulator tests): CRC-32C's standard check value, masked."""
+
+    def mask(crc):
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    assert masked_crc32c(b"123456789") == mask(0xE3069283)  # the CRC-32C check value
+    assert masked_crc32c(b"") == mask(0)
+    assert masked_crc32c(bytes(32)) == mask(0x8A9136AA)  # RFC 3720 B.4: 32 zero bytes
+    assert masked_crc32c(b"\xff" * 32) == mask(0x62A8AB43)  # RFC 3720 B.4: 32 bytes of 0xff
 
 
 class RecordingWriter(StatsWriter):
