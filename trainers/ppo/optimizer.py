@@ -97,20 +97,32 @@ def build_recurrent_critic(
         return value_heads(encoding, signal_names), memory_out
 
 
+#: Costly ops (`trainers.tf.session._costly_op_count`) of the partnered LSTM update: about
+#: 21 per unrolled step (forward and backward) plus about 400 for the rest of the update
+#: (traced: 1,745 at sequence_length 64 with 2x128 encoders, 737 at 16 with 1x32).
+_PARTNERED_OPS_PER_STEP, _PARTNERED_OPS_REST = 21, 400
+
+
 def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) -> bool:
     """Whether the update steps the critic's LSTM inside the actor's LSTM ops
     (`LSTMPartner`: one batched cell, half the unrolled ops) or as its own unroll.
 
     Two unrolls are two independent chains of small ops, which TensorFlow's inter-op pool
     runs on two cores at once; one batched chain runs on one core. Measured on the
-    2-core machine (`benchmark.py --memory`'s LSTM run, 3 alternated pairs): the update
-    took 103-120 ms a buffer with two chains on the pool, against 146-163 ms batched. The
-    batched cell wins where the update's ops run one after another anyway: a threaded
-    trainer's update runs in its own thread (not on the pool), a 1-core machine, and a
-    GPU, where the cost is the number of kernel launches (not measured here: no GPU).
+    2-core machine (`benchmark.py --memory`'s LSTM run, sequence_length 64, 3 alternated
+    pairs): the update took 103-120 ms a buffer as two chains on the pool, against
+    146-163 ms batched. But two unrolls are more ops, which lose wherever the ops run one
+    after another: where `AUTO_POOL`'s trial keeps the batched update in the caller's
+    thread (``config/ppo/Memory.yaml``, sequence_length 16: 1.3 ms a minibatch batched
+    there, 2.1-2.5 ms apart on the pool), in a threaded trainer's update thread, on one
+    core, and on a GPU, where the cost is the number of kernel launches (not measured
+    here: no GPU). So the unrolls run apart only where the batched update would go to the
+    pool untried anyway (over `FastCallable.POOL_UNTRIED_OPS` costly ops).
     """
-    one_thread = settings.updates_in_thread or (os.cpu_count() or 1) < 2
-    return one_thread or any("gpu" in d.lower() for d in devices)
+    if settings.updates_in_thread or (os.cpu_count() or 1) < 2 or any("gpu" in d.lower() for d in devices):
+        return True
+    length = settings.network_settings.memory.sequence_length
+    return _PARTNERED_OPS_PER_STEP * length + _PARTNERED_OPS_REST <= FastCallable.POOL_UNTRIED_OPS
 
 
 class PPOOptimizer(OptimizerBase):
@@ -269,8 +281,7 @@ class PPOOptimizer(OptimizerBase):
         obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
         mask = shard["masks"]
         partner = None
-        critic_apart = self.uses_critic_memory and not critic_lstm_with_actor(self.settings, self.devices)
-        if self.uses_critic_memory and not critic_apart:
+        if self.uses_critic_memory and critic_lstm_with_actor(self.settings, self.devices):
             # The critic's LSTM steps in the actor's LSTM ops (`LSTMPartner`): the same
             # variables and results as `build_recurrent_critic`, half the unrolled ops.
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
@@ -284,7 +295,7 @@ class PPOOptimizer(OptimizerBase):
         if partner is not None:
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 values = value_heads(partner.output, list(self.signals))
-        elif critic_apart:
+        elif self.uses_critic_memory:  # its own unroll (`critic_lstm_with_actor`)
             values, _ = build_recurrent_critic(
                 obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
                 policy.sequence_length, reset=shard.get("reset"),
