@@ -135,6 +135,7 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
 
 def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], cpu: bool) -> List[str]:
     """Tower devices from the options; one clear error for a device that does not exist."""
+    import trainers.tf  # noqa: F401  (TensorFlow imported the project's way: faster, graph mode)
     import tensorflow as tf_mod
 
     gpus = [] if cpu else tf_mod.config.list_physical_devices("GPU")
