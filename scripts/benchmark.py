@@ -37,6 +37,11 @@ runs it n times and prints the fastest (the least disturbed by other load).
 
     python scripts/benchmark.py --small-buffer [--steps=20000] [--repeat=3]
 
+With ``--small-buffer --process``: the same run as whole ``trainer-learn`` processes (what
+a user waits for, imports included); ``--repeat=n`` runs n and prints each and the median.
+
+    python scripts/benchmark.py --small-buffer --process [--repeat=5]
+
 With ``--sac``: SAC on Pendulum-v1 with Stable-Baselines3's zoo SAC settings
 (config/sac/Pendulum.yaml: 256x256, batch 256, buffer 1e6, 100 steps before learning, one
 update per step, 20k steps); compare with ``scripts/sb3_reference.py --sac``. With ``--sac --profile`` the
@@ -51,6 +56,7 @@ import argparse
 import csv
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -322,6 +328,36 @@ def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
     print(f"  final mean reward (last summary): {best['final_reward']:.3f}")
 
 
+def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
+    """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it
+    (and as ML-Agents' wall time was taken): interpreter start, imports (TensorFlow's is
+    the largest part), graph build, the loop, the final checkpoint and export."""
+    import statistics
+
+    import yaml
+
+    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
+        config = yaml.safe_load(f)
+    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
+    walls = []
+    with tempfile.TemporaryDirectory(prefix="bench_proc_") as folder:
+        path = os.path.join(folder, "small_buffer.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        command = [sys.executable, "-m", "trainers.learn", path, "--run-id=bench", f"--results-dir={folder}",
+                   f"--max-steps={steps}", f"--seed={seed}", "--force"]
+        for _ in range(repeat):
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"trainer-learn failed:\n{done.stderr[-2000:]}")
+    listed = ", ".join(f"{w:.2f}" for w in walls)
+    print(f"PPO builtin:Simple (discrete), batch 16, buffer 64, 3 epochs, {steps} steps, seed {seed}:"
+          f" whole trainer-learn processes")
+    print(f"  wall time per process: {listed} s; median {statistics.median(walls):.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="default 100000 (20480 with --signals)")
@@ -334,10 +370,16 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed; --memory: LSTM/FF pairs"
     )
+    parser.add_argument(
+        "--process", action="store_true", help="--small-buffer: time whole trainer-learn processes (imports too)"
+    )
     parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
     args = parser.parse_args()
     if args.profile and not args.sac:
         profile(args.config, args.steps or 100_000, args.seed)
+        return None
+    if args.small_buffer and args.process:
+        small_buffer_processes(args.steps or 20000, args.seed, args.repeat)
         return None
     if args.small_buffer:
         small_buffer_benchmark(args.steps or 20000, args.seed, args.repeat)
