@@ -214,8 +214,14 @@ class AgentBuffer:
         num_seq = n // sequence_length
         seq_per_batch = max(1, batch_size // sequence_length)
         order = rng.permutation(num_seq)
-        offsets = np.arange(sequence_length)
-        for start in range(0, num_seq - seq_per_batch + 1, seq_per_batch):
-            seqs = order[start : start + seq_per_batch]
-            rows = (seqs[:, None] * sequence_length + offsets[None, :]).reshape(-1)
-            yield {k: v[rows] for k, v in columns.items()}
+        # The pass's rows in shuffled order, gathered once per column; each minibatch is
+        # then a contiguous slice of them. (One gather per column and minibatch cost ~15 us
+        # a minibatch: CartPole's 320 minibatches a buffer.) The same rows in the same
+        # order as gathering each minibatch on its own.
+        usable = num_seq - num_seq % seq_per_batch
+        rows = (order[:usable, None] * sequence_length + np.arange(sequence_length)[None, :]).reshape(-1)
+        shuffled = {k: v[rows] for k, v in columns.items()}
+        size = seq_per_batch * sequence_length
+        for start in range(0, len(rows), size):
+            end = start + size
+            yield {k: v[start:end] for k, v in shuffled.items()}

@@ -61,3 +61,20 @@ def test_minibatches_cover_buffer_and_keep_sequences_whole():
         starts = b["x"][::4]
         assert np.all(starts % 4 == 0)
         np.testing.assert_array_equal(b["x"].reshape(-1, 4) - starts[:, None], np.tile(np.arange(4), (2, 1)))
+
+
+def test_minibatches_are_the_seeded_permutation_and_never_alias_the_buffer():
+    """Each pass gathers its rows once and slices minibatches from them: the minibatches are
+    the seeded permutation's consecutive groups (whole sequences), and writing into one
+    leaves the buffer as it was."""
+    buf = AgentBuffer()
+    x = np.arange(40, dtype=np.float32)
+    buf.add_fields({"x": x.copy()})
+    order = np.random.default_rng(3).permutation(10)  # 10 sequences of 4
+    batches = list(buf.minibatches(12, np.random.default_rng(3), sequence_length=4))
+    assert len(batches) == 3  # 3 sequences each; the 10th sequence is left out
+    for i, b in enumerate(batches):
+        expected = (order[3 * i : 3 * i + 3, None] * 4 + np.arange(4)).reshape(-1)
+        np.testing.assert_array_equal(b["x"], x[expected])
+        b["x"][:] = -1.0
+    np.testing.assert_array_equal(buf["x"], x)
