@@ -329,9 +329,9 @@ def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
 
 
 def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
-    """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it
-    (and as ML-Agents' wall time was taken): interpreter start, imports (TensorFlow's is
-    the largest part), graph build, the loop, the final checkpoint and export."""
+    """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it:
+    interpreter start, imports (TensorFlow's is the largest part), graph build, the loop,
+    the final checkpoint and export."""
     import statistics
 
     import yaml
