@@ -275,9 +275,21 @@ def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
         print(f"  {repeat} pairs: {listed}; median {sorted(ratios)[len(ratios) // 2]:.2f}x (target <= 2x)")
 
 
-def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
+def write_small_buffer_config(folder: str) -> str:
+    """``config/ppo/Simple_discrete.yaml`` with ML-Agents' default checkpoint interval
+    (500k, so one final save, as ML-Agents' test settings keep it), written to ``folder``."""
     import yaml
 
+    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
+        config = yaml.safe_load(f)
+    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
+    path = os.path.join(folder, "small_buffer.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(config, f)
+    return path
+
+
+def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
     from trainers.tf import session as tf_session
 
     # Time spent inside TensorFlow: every per-step and per-minibatch run goes through
@@ -293,14 +305,8 @@ def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
             tf_time[0] += time.perf_counter() - t
             tf_time[1] += 1
 
-    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
-        config = yaml.safe_load(f)
-    # ML-Agents' test settings keep its default checkpoint interval (500k): one final save.
-    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
     folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
-    path = os.path.join(folder.name, "small_buffer.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(config, f)
+    path = write_small_buffer_config(folder.name)
     tf_session.FastCallable.__call__ = timed_call  # type: ignore[method-assign]
     best = None
     try:
@@ -334,16 +340,9 @@ def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
     the final checkpoint and export."""
     import statistics
 
-    import yaml
-
-    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
-        config = yaml.safe_load(f)
-    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
     walls = []
     with tempfile.TemporaryDirectory(prefix="bench_proc_") as folder:
-        path = os.path.join(folder, "small_buffer.yaml")
-        with open(path, "w") as f:
-            yaml.safe_dump(config, f)
+        path = write_small_buffer_config(folder)
         command = [sys.executable, "-m", "trainers.learn", path, "--run-id=bench", f"--results-dir={folder}",
                    f"--max-steps={steps}", f"--seed={seed}", "--force"]
         for _ in range(repeat):
