@@ -7,6 +7,12 @@ processing and updates, and the final mean reward. Compare with scripts/sb3_refe
 
     python scripts/benchmark.py [--steps=100000] [--seed=1] [--config=config/ppo/CartPole.yaml]
 
+With ``--threaded``: the same run with ``threaded: true`` (each update in its own thread
+while the env keeps stepping with the previous weights); the update's time then overlaps
+the loop, so it is printed apart, with the time the loop waited for updates.
+
+    python scripts/benchmark.py --threaded
+
 With ``--signals``: PPO + curiosity + GAIL on the built-in Simple env, and the update time
 per buffer with the one-run update beside the upstream-style mode that runs each network's
 update in its own ``sess.run``.
@@ -275,6 +281,20 @@ def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
         print(f"  {repeat} pairs: {listed}; median {sorted(ratios)[len(ratios) // 2]:.2f}x (target <= 2x)")
 
 
+def write_threaded_config(config: str, folder: str) -> str:
+    """``config`` with ``threaded: true`` for every behavior, written to ``folder``."""
+    import yaml
+
+    with open(config) as f:
+        settings = yaml.safe_load(f)
+    for behavior in settings["behaviors"].values():
+        behavior["threaded"] = True
+    path = os.path.join(folder, "threaded.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(settings, f)
+    return path
+
+
 def write_small_buffer_config(folder: str) -> str:
     """``config/ppo/Simple_discrete.yaml`` with ML-Agents' default checkpoint interval
     (500k, so one final save, as ML-Agents' test settings keep it), written to ``folder``."""
@@ -373,6 +393,7 @@ def main() -> None:
         "--process", action="store_true", help="--small-buffer: time whole trainer-learn processes (imports too)"
     )
     parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
+    parser.add_argument("--threaded", action="store_true", help="the run with threaded: true (updates in a thread)")
     args = parser.parse_args()
     if args.profile and not args.sac:
         profile(args.config, args.steps or 100_000, args.seed)
@@ -398,16 +419,26 @@ def main() -> None:
     if args.sac:
         config = os.path.join(ROOT, "config", "sac", "Pendulum.yaml") if config == parser.get_default("config") else config
         steps = args.steps or 20_000
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
+    if args.threaded:
+        config = write_threaded_config(config, folder.name)
     res = run(config, steps, args.seed, profile=args.profile)
+    folder.cleanup()
     t = res["timers"]
     loop = t["total"]
-    print(f"{res['trainer'].upper()} {res['behavior']}, {res['steps']} steps, seed {args.seed}")
+    threaded = " (threaded: true)" if args.threaded else ""
+    print(f"{res['trainer'].upper()} {res['behavior']}, {res['steps']} steps, seed {args.seed}{threaded}")
     print(f"  wall time after imports (graph build, env start, checkpoints, exports): {res['wall']:.1f} s")
     print(f"  env steps/s: {res['steps'] / res['wall']:.0f} overall, {res['steps'] / loop:.0f} in the training loop")
-    for part in ("env", "inference", "trajectories", "update"):
+    # A threaded run's updates overlap the loop: their time is not a share of it.
+    parts = ("env", "inference", "trajectories") + (() if args.threaded else ("update",))
+    for part in parts:
         print(f"  {part:<13} {t[part]:7.1f} s  ({100 * t[part] / loop:4.1f} %)")
-    other = loop - sum(t[p] for p in ("env", "inference", "trajectories", "update"))
+    other = loop - sum(t[p] for p in parts) - (t.get("update_wait", 0.0) if args.threaded else 0.0)
     print(f"  {'other':<13} {other:7.1f} s  ({100 * other / loop:4.1f} %)")
+    if args.threaded:
+        print(f"  update thread {t['update']:7.1f} s  (beside the loop; the loop waited {t.get('update_wait', 0.0):.2f} s"
+              f" for updates)")
     print(f"  final mean reward (last summary): {res['final_reward']:.1f}")
     if res["profiler"] is not None:
         print_profile(res["profiler"], res["steps"])
