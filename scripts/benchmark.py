@@ -66,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -281,32 +282,37 @@ def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
         print(f"  {repeat} pairs: {listed}; median {sorted(ratios)[len(ratios) // 2]:.2f}x (target <= 2x)")
 
 
-def write_threaded_config(config: str, folder: str) -> str:
-    """``config`` with ``threaded: true`` for every behavior, written to ``folder``."""
+def write_config(source: str, folder: str, name: str, edit: Callable[[dict], None]) -> str:
+    """The YAML config ``source`` changed by ``edit`` (in place), written to ``folder/name``."""
     import yaml
 
-    with open(config) as f:
-        settings = yaml.safe_load(f)
-    for behavior in settings["behaviors"].values():
-        behavior["threaded"] = True
-    path = os.path.join(folder, "threaded.yaml")
+    with open(source) as f:
+        config = yaml.safe_load(f)
+    edit(config)
+    path = os.path.join(folder, name)
     with open(path, "w") as f:
-        yaml.safe_dump(settings, f)
+        yaml.safe_dump(config, f)
     return path
+
+
+def write_threaded_config(config: str, folder: str) -> str:
+    """``config`` with ``threaded: true`` for every behavior, written to ``folder``."""
+
+    def edit(settings: dict) -> None:
+        for behavior in settings["behaviors"].values():
+            behavior["threaded"] = True
+
+    return write_config(config, folder, "threaded.yaml", edit)
 
 
 def write_small_buffer_config(folder: str) -> str:
     """``config/ppo/Simple_discrete.yaml`` with ML-Agents' default checkpoint interval
     (500k, so one final save, as ML-Agents' test settings keep it), written to ``folder``."""
-    import yaml
 
-    with open(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")) as f:
-        config = yaml.safe_load(f)
-    config["behaviors"]["Simple"]["checkpoint_interval"] = 500000
-    path = os.path.join(folder, "small_buffer.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(config, f)
-    return path
+    def edit(settings: dict) -> None:
+        settings["behaviors"]["Simple"]["checkpoint_interval"] = 500000
+
+    return write_config(os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml"), folder, "small_buffer.yaml", edit)
 
 
 def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
@@ -419,11 +425,12 @@ def main() -> None:
     if args.sac:
         config = os.path.join(ROOT, "config", "sac", "Pendulum.yaml") if config == parser.get_default("config") else config
         steps = args.steps or 20_000
-    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
-    if args.threaded:
+    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_") if args.threaded else None
+    if folder is not None:
         config = write_threaded_config(config, folder.name)
     res = run(config, steps, args.seed, profile=args.profile)
-    folder.cleanup()
+    if folder is not None:
+        folder.cleanup()
     t = res["timers"]
     loop = t["total"]
     threaded = " (threaded: true)" if args.threaded else ""
