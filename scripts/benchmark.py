@@ -401,6 +401,11 @@ def main() -> None:
     parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
     parser.add_argument("--threaded", action="store_true", help="the run with threaded: true (updates in a thread)")
     args = parser.parse_args()
+    # Options that only some modes read: an error, not a run that silently ignores them.
+    if args.process and not args.small_buffer:
+        parser.error("--process times the --small-buffer run; add --small-buffer")
+    if args.threaded and (args.signals or args.memory or args.small_buffer or args.profile or args.sac):
+        parser.error("--threaded applies to the PPO run (CartPole or --config) only")
     if args.profile and not args.sac:
         profile(args.config, args.steps or 100_000, args.seed)
         return None
@@ -425,12 +430,10 @@ def main() -> None:
     if args.sac:
         config = os.path.join(ROOT, "config", "sac", "Pendulum.yaml") if config == parser.get_default("config") else config
         steps = args.steps or 20_000
-    folder = tempfile.TemporaryDirectory(prefix="bench_cfg_") if args.threaded else None
-    if folder is not None:
-        config = write_threaded_config(config, folder.name)
-    res = run(config, steps, args.seed, profile=args.profile)
-    if folder is not None:
-        folder.cleanup()
+    with tempfile.TemporaryDirectory(prefix="bench_cfg_") as folder:
+        if args.threaded:
+            config = write_threaded_config(config, folder)
+        res = run(config, steps, args.seed, profile=args.profile)
     t = res["timers"]
     loop = t["total"]
     threaded = " (threaded: true)" if args.threaded else ""
@@ -441,10 +444,10 @@ def main() -> None:
     parts = ("env", "inference", "trajectories") + (() if args.threaded else ("update",))
     for part in parts:
         print(f"  {part:<13} {t[part]:7.1f} s  ({100 * t[part] / loop:4.1f} %)")
-    other = loop - sum(t[p] for p in parts) - (t.get("update_wait", 0.0) if args.threaded else 0.0)
+    other = loop - sum(t[p] for p in parts) - t["update_wait"]  # update_wait: 0 unthreaded
     print(f"  {'other':<13} {other:7.1f} s  ({100 * other / loop:4.1f} %)")
     if args.threaded:
-        print(f"  update thread {t['update']:7.1f} s  (beside the loop; the loop waited {t.get('update_wait', 0.0):.2f} s"
+        print(f"  update thread {t['update']:7.1f} s  (beside the loop; the loop waited {t['update_wait']:.2f} s"
               f" for updates)")
     print(f"  final mean reward (last summary): {res['final_reward']:.1f}")
     if res["profiler"] is not None:

@@ -39,25 +39,17 @@ import numpy as np  # noqa: E402
 def _build() -> Tuple[Callable, Callable, np.ndarray, np.ndarray]:
     """(inference call, update call, one observation [1, 4], a minibatch [64, 4])."""
     from trainers.tf import tf
+    from trainers.tf.layers import dense, mlp
     from trainers.tf.session import FastCallable, make_session
-
-    def mlp(x: "tf.Tensor", scope: str, sizes: List[int]) -> "tf.Tensor":
-        with tf.variable_scope(scope):
-            h = x
-            for i, n in enumerate(sizes):
-                w = tf.get_variable(f"w{i}", [int(h.shape[-1]), n])
-                b = tf.get_variable(f"b{i}", [n], initializer=tf.zeros_initializer())
-                h = tf.matmul(h, w) + b
-                if i < len(sizes) - 1:
-                    h = tf.tanh(h)
-        return h
 
     graph = tf.Graph()
     with graph.as_default():
         obs = tf.placeholder(tf.float32, [None, 4])
-        action = tf.random.categorical(mlp(obs, "policy", [64, 64, 2]), 1)
+        logits = dense(mlp(obs, 64, 2, tf.nn.tanh, "policy"), 2, "logits", gain=0.01)
+        action = tf.random.categorical(logits, 1)
         batch = tf.placeholder(tf.float32, [None, 4])
-        loss = tf.reduce_mean(tf.square(mlp(batch, "critic", [64, 64, 1])))
+        value = dense(mlp(batch, 64, 2, tf.nn.tanh, "critic"), 1, "value", gain=1.0)
+        loss = tf.reduce_mean(tf.square(value))
         train = tf.train.AdamOptimizer(1e-4).minimize(loss)
         init = tf.global_variables_initializer()
     session = make_session(graph)
