@@ -247,16 +247,20 @@ MEMORY_CONFIG = {
 
 def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
     """LSTM and feed-forward runs in turn, ``repeat`` pairs: one ratio per pair (this
-    machine's run-to-run noise is ~15%, so a single pair can mislead), then the median."""
+    machine's run-to-run noise is ~15%, so a single pair can mislead), then the median.
+
+    The pairs alternate which run goes first, so that what the first run in the process
+    pays once (TensorFlow's and oneDNN's first-use work) and any drift of the machine
+    within a pair do not always fall on the LSTM run."""
     import copy
 
     import yaml
 
     folder = tempfile.TemporaryDirectory(prefix="bench_cfg_")
     ratios = []
-    for _ in range(repeat):
+    for pair in range(repeat):
         results = {}
-        for mode in ("LSTM", "feed-forward"):
+        for mode in ("LSTM", "feed-forward") if pair % 2 == 0 else ("feed-forward", "LSTM"):
             config = copy.deepcopy(MEMORY_CONFIG)
             if mode == "feed-forward":
                 del config["behaviors"]["Memory"]["network_settings"]["memory"]
