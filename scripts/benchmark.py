@@ -62,6 +62,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -283,7 +284,7 @@ def memory_benchmark(steps: int, seed: int, repeat: int = 1) -> None:
     folder.cleanup()
     if repeat > 1:
         listed = ", ".join(f"{r:.2f}" for r in ratios)
-        print(f"  {repeat} pairs: {listed}; median {sorted(ratios)[len(ratios) // 2]:.2f}x (target <= 2x)")
+        print(f"  {repeat} pairs: {listed}; median {statistics.median(ratios):.2f}x (target <= 2x)")
 
 
 def write_config(source: str, folder: str, name: str, edit: Callable[[dict], None]) -> str:
@@ -368,7 +369,6 @@ def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
     """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it:
     interpreter start, imports (TensorFlow's is the largest part), graph build, the loop,
     the final checkpoint and export."""
-    import statistics
 
     walls = []
     with tempfile.TemporaryDirectory(prefix="bench_proc_") as folder:
