@@ -149,7 +149,7 @@ def _unroll(
     length = int(xw.shape[time_axis])
     # Per-step tensors by one unstack each, not a strided slice per step.
     steps = tf.unstack(xw, length, axis=time_axis)
-    state_shape = tf.shape(xw[..., :units])
+    state_shape = tf.concat([tf.shape(xw)[:-1], [units]], axis=0)  # c's and h's
     step_masks = None if masks is None else tf.unstack(_full(masks, state_shape), length, axis=time_axis)
     rows_c = rows_h = step_resets = None
     if resets is not None:
