@@ -369,7 +369,6 @@ def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
     """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it:
     interpreter start, imports (TensorFlow's is the largest part), graph build, the loop,
     the final checkpoint and export."""
-
     walls = []
     with tempfile.TemporaryDirectory(prefix="bench_proc_") as folder:
         path = write_small_buffer_config(folder)
