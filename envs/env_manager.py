@@ -10,6 +10,9 @@ order, holding ``behavior name -> (DecisionSteps, TerminalSteps)``.
 * `SubprocessEnvManager` runs one worker process per env (``spawn`` start method: the
   parent may have TensorFlow loaded, which must never be forked). `step()` sends the
   actions to every worker before it reads any result, so workers step in parallel.
+  `step_some()` / `wait_some()` step workers out of lockstep instead (each one again as
+  soon as it has its next actions, the others still stepping), as ML-Agents'
+  SubprocessEnvManager does; threaded runs use it (`trainers.controller`).
   Workers import ``envs`` only (Gymnasium only for ``gym:`` ids), never TensorFlow.
   Note that ``spawn`` re-imports the parent's ``__main__`` module in each worker (as
   ``__mp_main__``): an entry-point script should not import TensorFlow at module level,
@@ -157,6 +160,38 @@ class EnvManager(ABC):
             One `EnvStep` per worker, in worker order.
         """
 
+    def step_some(self, actions: Mapping[int, Mapping[str, ActionTuple]]) -> None:
+        """Starts stepping the workers named in ``actions`` (worker index -> behavior name
+        -> `ActionTuple`, each mapping as in `step`) without waiting; `wait_some` returns
+        their steps. Each worker named must have returned its last step.
+
+        Out of lockstep (`SubprocessEnvManager`): a worker steps again as soon as it has
+        its next actions, whatever the others are doing, so a slow worker never holds the
+        others back; which workers answer together then depends on timing, so a run is
+        not reproducible (threaded runs only, see `trainers.controller`).
+
+        This default keeps lockstep: it holds the actions until every worker has some,
+        and `wait_some` then steps them all with `step`.
+        """
+        held = self.__dict__.setdefault("_held_actions", {})
+        for i, mapping in actions.items():
+            if not 0 <= int(i) < self.num_workers:
+                raise ValueError(f"step_some(): no worker {i} (workers 0..{self.num_workers - 1})")
+            held[int(i)] = mapping
+
+    def wait_some(self) -> List[EnvStep]:
+        """The steps of workers started by `step_some`: at least one, with every other that
+        has answered by then, in worker order. (This default: all of them, once every
+        worker has been started.)"""
+        held = self.__dict__.setdefault("_held_actions", {})
+        if len(held) != self.num_workers:
+            raise RuntimeError(
+                f"wait_some(): this manager steps its workers in lockstep; step_some() started "
+                f"{sorted(held)} of {self.num_workers}"
+            )
+        actions = [held.pop(i) for i in range(self.num_workers)]
+        return self.step(actions)
+
     @abstractmethod
     def close(self) -> None:
         """Release every env / worker. Idempotent; never hangs."""
@@ -193,9 +228,13 @@ def _check_actions(
     if len(actions) != num_workers:
         raise ValueError(f"step() needs one action mapping per worker ({num_workers}), got {len(actions)}")
     for i, mapping in enumerate(actions):
-        for name in mapping:
-            if name not in specs:
-                raise ValueError(f"actions[{i}] names unknown behavior {name!r}; behaviors: {list(specs)}")
+        _check_worker_actions(i, mapping, specs)
+
+
+def _check_worker_actions(i: int, mapping: Mapping[str, ActionTuple], specs: Mapping[str, BehaviorSpec]) -> None:
+    for name in mapping:
+        if name not in specs:
+            raise ValueError(f"actions[{i}] names unknown behavior {name!r}; behaviors: {list(specs)}")
 
 
 # --------------------------------------------------------------------------- in-process
@@ -816,6 +855,11 @@ class SubprocessEnvManager(EnvManager):
         self._conns: List[Any] = []
         self._channels: List[Optional[_Channel]] = [None] * int(num_envs)
         self._unconfirmed: List[SharedMemory] = []  # created, not yet unlinked
+        # Workers told to step and not yet read back: worker -> when it was told (its
+        # step_timeout runs from then); out of lockstep, replies that came in while the
+        # manager waited for other workers (a segment remap) wait in _early.
+        self._stepping: Dict[int, float] = {}
+        self._early: Dict[int, bytes] = {}
         self._warned_shm = False
         # The finalizer holds the lists, not self: it runs on close(), on garbage
         # collection and at interpreter exit, whichever comes first.
@@ -836,7 +880,7 @@ class SubprocessEnvManager(EnvManager):
                 self._conns.append(parent_conn)
             self._poller = _Poller(self._conns, self._procs)
             replies = self._gather(start_timeout, starting=True)
-            self._specs = _common_specs(env_id, [pickle.loads(r[1:]) for r in replies])
+            self._specs = _common_specs(env_id, [pickle.loads(r[1:]) for r in replies.values()])
             self._names = list(self._specs)
             if shared_memory:
                 caps = {name: int(agents_per_env) for name in self._names}
@@ -869,20 +913,44 @@ class SubprocessEnvManager(EnvManager):
 
     def reset(self) -> List[EnvStep]:
         self._check_usable()
+        self._check_idle()
         for i in range(len(self._conns)):
             self._send(i, _RESET)
         return self._steps_from(self._gather(self._step_timeout))
 
     def step(self, actions: Sequence[Mapping[str, ActionTuple]]) -> List[EnvStep]:
         self._check_usable()
+        self._check_idle()
         _check_actions(actions, len(self._conns), self._specs)
         for i, mapping in enumerate(actions):  # every worker starts stepping before we wait
-            channel = self._channels[i]
-            if channel is not None and channel.write_actions(mapping):
-                self._send(i, _STEP)
-            else:
-                self._send(i, _STEP_PACKED + _pack_actions(self._names, mapping))
-        return self._steps_from(self._gather(self._step_timeout))
+            self._start_step(i, mapping)
+        replies = self._gather(self._step_timeout)
+        self._stepping.clear()
+        return self._steps_from(replies)
+
+    def step_some(self, actions: Mapping[int, Mapping[str, ActionTuple]]) -> None:
+        """Out of lockstep: each worker named starts its next step at once (see
+        `EnvManager.step_some`)."""
+        self._check_usable()
+        for i, mapping in actions.items():
+            if not 0 <= int(i) < len(self._conns):
+                raise ValueError(f"step_some(): no worker {i} (workers 0..{len(self._conns) - 1})")
+            if int(i) in self._stepping:
+                raise RuntimeError(f"step_some(): worker {i} is still stepping")
+            _check_worker_actions(int(i), mapping, self._specs)
+        for i, mapping in actions.items():
+            self._start_step(int(i), mapping)
+
+    def wait_some(self) -> List[EnvStep]:
+        """The first worker(s) to answer: waits for one, takes every other answer already
+        there (see `EnvManager.wait_some`)."""
+        self._check_usable()
+        if not self._stepping:
+            raise RuntimeError("wait_some(): no worker is stepping (call step_some() first)")
+        replies = self._gather(self._step_timeout, workers=sorted(self._stepping), any_of=True)
+        for i in replies:
+            del self._stepping[i]
+        return self._steps_from(replies)
 
     def close(self) -> None:
         self._closed = True
@@ -892,11 +960,24 @@ class SubprocessEnvManager(EnvManager):
                 channel.release()
 
     # ------------------------------------------------------------------ internals
-    def _steps_from(self, replies: List[bytes]) -> List[EnvStep]:
+    def _start_step(self, i: int, mapping: Mapping[str, ActionTuple]) -> None:
+        channel = self._channels[i]
+        self._stepping[i] = time.monotonic()
+        if channel is not None and channel.write_actions(mapping):
+            self._send(i, _STEP)
+        else:
+            self._send(i, _STEP_PACKED + _pack_actions(self._names, mapping))
+
+    def _check_idle(self) -> None:
+        if self._stepping:
+            raise RuntimeError(f"workers {sorted(self._stepping)} are still stepping (call wait_some() first)")
+
+    def _steps_from(self, replies: Dict[int, bytes]) -> List[EnvStep]:
+        """`EnvStep` per reply (worker -> reply, in worker order)."""
         out = []
         grow: List[int] = []
         caps: List[Dict[str, int]] = []
-        for i, reply in enumerate(replies):
+        for i, reply in replies.items():
             channel = self._channels[i]
             if reply[:1] == _OK:
                 assert channel is not None
@@ -947,44 +1028,61 @@ class SubprocessEnvManager(EnvManager):
             self._fail(i, self._death_cause(i))
 
     def _gather(
-        self, timeout: Optional[float], starting: bool = False, workers: Optional[List[int]] = None
-    ) -> List[bytes]:
-        """One reply (kind byte + payload) per worker (of ``workers``, default all), in order;
-        raises on error, death or timeout."""
+        self,
+        timeout: Optional[float],
+        starting: bool = False,
+        workers: Optional[List[int]] = None,
+        any_of: bool = False,
+    ) -> Dict[int, bytes]:
+        """Worker -> reply (kind byte + payload) for each of ``workers`` (default all), in
+        worker order; raises on error, death or timeout.
+
+        ``any_of``: returns once at least one has answered, with every answer there by
+        then. A worker's ``timeout`` runs from when it was told to step (`_stepping`), else
+        from this call, so a hung worker is caught even while others keep answering."""
         order = list(range(len(self._conns))) if workers is None else list(workers)
-        results: Dict[int, bytes] = {}
-        pending = set(order)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while pending:
+        results: Dict[int, bytes] = {i: self._early.pop(i) for i in order if i in self._early}
+        pending = set(order) - set(results)
+        start = time.monotonic()
+        while pending and not (any_of and results):
+            oldest = min(pending, key=lambda i: self._stepping.get(i, start))
+            deadline = None if timeout is None else self._stepping.get(oldest, start) + timeout
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = self._poller.wait(wait_s)
             if not ready:
                 if deadline is not None and time.monotonic() >= deadline:
-                    self._fail(min(pending), f"did not answer within {timeout:g} s", kill_first=True)
+                    self._fail(oldest, f"did not answer within {timeout:g} s", kill_first=True)
                 continue
             for i, is_pipe in ready:
-                conn = self._conns[i]
                 if i not in pending:
-                    if not self._procs[i].is_alive():  # died after answering
+                    if is_pipe and i in self._stepping and i not in self._early:
+                        self._early[i] = self._read(i, starting, is_pipe)  # out of lockstep
+                    elif not self._procs[i].is_alive():  # died after answering
                         self._fail(i, self._death_cause(i))
                     continue
-                if not is_pipe and not conn.poll(0):  # exited; its pipe has nothing left
-                    self._fail(i, self._death_cause(i))
-                try:
-                    message = _recv_message(conn)
-                except (EOFError, OSError):
-                    cause = self._death_cause(i)
-                    if starting:  # e.g. a __main__ without the `if __name__ == "__main__":` guard
-                        cause += " while starting; its stderr shows why"
-                    self._fail(i, cause)
-                if message[:1] == _ERROR:
-                    type_name, text, is_env_error, tb = pickle.loads(message[1:])
-                    if starting and is_env_error:
-                        self._fail(i, text, as_is=True, worker_traceback=tb)
-                    self._fail(i, f"raised {type_name}: {text}", worker_traceback=tb)
-                results[i] = message
+                results[i] = self._read(i, starting, is_pipe)
                 pending.discard(i)
-        return [results[i] for i in order]
+        return {i: results[i] for i in order if i in results}
+
+    def _read(self, i: int, starting: bool, is_pipe: bool) -> bytes:
+        """Worker ``i``'s reply, which the poller says is there (``is_pipe``) or that the
+        worker exited; raises (after shutting every worker down) on an error or a death."""
+        conn = self._conns[i]
+        if not is_pipe and not conn.poll(0):  # exited; its pipe has nothing left
+            self._fail(i, self._death_cause(i))
+        try:
+            message = _recv_message(conn)
+        except (EOFError, OSError):
+            cause = self._death_cause(i)
+            if starting:  # e.g. a __main__ without the `if __name__ == "__main__":` guard
+                cause += " while starting; its stderr shows why"
+            self._fail(i, cause)
+        if message[:1] == _ERROR:
+            type_name, text, is_env_error, tb = pickle.loads(message[1:])
+            if starting and is_env_error:
+                self._fail(i, text, as_is=True, worker_traceback=tb)
+            self._fail(i, f"raised {type_name}: {text}", worker_traceback=tb)
+        return message
 
     def _death_cause(self, i: int) -> str:
         proc = self._procs[i]

@@ -8,7 +8,8 @@ hidden 256 the update was a tenth of the env time and threading had little to ov
 Each configuration trains ``--steps`` agent steps; the four run back to back,
 ``--repeats`` times in alternating order, and the best steps/s of each is kept (other
 processes on the machine slow some runs down). Steps/s is measured over the training loop
-(after graph building and env start).
+(after graph building and env start). Threaded runs with 2 envs step their workers out of
+lockstep (`trainers.controller`); the others in lockstep.
 
     python scripts/benchmark_slow_env.py [--steps=8192] [--delay-ms=1] [--repeats=2] [--hidden=512] [--epochs=10]
 

@@ -572,7 +572,9 @@ class TrainerSettings:
     """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
     threaded: bool = False
     """Update in a thread while the envs keep stepping with the previous weights (PPO;
-    trainers/threaded.py). False (default): updates stop the envs, runs are reproducible."""
+    trainers/threaded.py); with several env workers they also step out of lockstep
+    (trainers/controller.py). False (default): updates stop the envs, workers step in
+    lockstep, runs are reproducible."""
 
     @property
     def updates_in_thread(self) -> bool:

@@ -447,3 +447,154 @@ def test_waiter_spins_only_while_answers_come_quickly(monkeypatch) -> None:
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+# ---------------------------------------------------------------- out of lockstep
+
+
+def _per_worker_rollout(manager: EnvManager, num_steps: int, out_of_lockstep: bool) -> Dict[int, List[Any]]:
+    """Per worker: its records over ``num_steps`` steps, each worker acting from its own
+    random stream (so a worker's records depend only on its own steps, whatever the order
+    in which workers answer)."""
+    rngs = {i: np.random.default_rng(100 + i) for i in range(manager.num_workers)}
+    records: Dict[int, List[Any]] = {i: [] for i in range(manager.num_workers)}
+
+    def record(step: EnvStep) -> None:
+        for name, (decision, terminal) in sorted(step.steps.items()):
+            records[step.worker_id].append((name, [o.copy() for o in decision.obs], decision.reward.copy(),
+                                            decision.agent_id.copy(), terminal.reward.copy(),
+                                            terminal.agent_id.copy()))
+
+    def act(step: EnvStep) -> Dict[str, ActionTuple]:
+        return {name: manager.behavior_specs[name].action_spec.random_action(len(decision), rngs[step.worker_id])
+                for name, (decision, _) in sorted(step.steps.items())}
+
+    steps = manager.reset()
+    for s in steps:
+        record(s)
+    if not out_of_lockstep:
+        for _ in range(num_steps):
+            steps = manager.step([act(s) for s in steps])
+            for s in steps:
+                record(s)
+        return records
+    done = {i: 0 for i in range(manager.num_workers)}
+    manager.step_some({s.worker_id: act(s) for s in steps})
+    stepping = set(done)
+    while stepping:
+        answered = manager.wait_some()
+        assert answered and [s.worker_id for s in answered] == sorted(s.worker_id for s in answered)
+        for s in answered:
+            record(s)
+            done[s.worker_id] += 1
+            if done[s.worker_id] < num_steps:
+                manager.step_some({s.worker_id: act(s)})
+            else:
+                stepping.discard(s.worker_id)
+    return records
+
+
+def test_out_of_lockstep_each_worker_sees_what_it_would_in_lockstep() -> None:
+    # 5 agents in a segment sized for 1: the segments grow while the other worker steps.
+    args = dict(SIMPLE_ARGS, num_agents=5)
+    with InProcessEnvManager("builtin:Simple", args, num_envs=3, agents_per_env=1, seed=4) as local:
+        expected = _per_worker_rollout(local, 40, out_of_lockstep=False)
+    with SubprocessEnvManager("builtin:Simple", args, num_envs=3, agents_per_env=1, seed=4) as remote:
+        got = _per_worker_rollout(remote, 40, out_of_lockstep=True)
+        assert remote.shared_memory_capacities == [{"A": 5, "B": 5}] * 3
+    for i in range(3):
+        _assert_same([(0, 0, *r) for r in expected[i]], [(0, 0, *r) for r in got[i]])
+    _no_orphans()
+
+
+def test_out_of_lockstep_a_slow_worker_does_not_hold_back_the_other() -> None:
+    # Worker 1 sleeps 0.5 s in its second step; worker 0 keeps stepping meanwhile.
+    args = {"hang_at_step": 2, "hang_seconds": 0.5, "crash_seed": 1}
+    with SubprocessEnvManager("builtin:_Crash", args, num_envs=2, seed=0) as manager:
+        manager.reset()
+        manager.step_some({0: {}, 1: {}})
+        counts = [0, 0]
+        while counts[1] < 2:
+            for s in manager.wait_some():
+                counts[s.worker_id] += 1
+                manager.step_some({s.worker_id: {}})
+        assert counts[0] > 20, counts  # ~2 in lockstep
+    _no_orphans()
+
+
+def test_out_of_lockstep_a_hung_worker_times_out_while_the_other_answers() -> None:
+    manager = SubprocessEnvManager(
+        "builtin:_Crash", {"hang_at_step": 3, "crash_seed": 1}, num_envs=2, seed=0, step_timeout=0.5
+    )
+    pids = manager.worker_pids
+    manager.reset()
+    manager.step_some({0: {}, 1: {}})
+    start = time.monotonic()
+    with pytest.raises(EnvWorkerError, match=r"^env 'builtin:_Crash' worker 1 did not answer within 0.5 s$"):
+        while True:
+            for s in manager.wait_some():
+                manager.step_some({s.worker_id: {}})
+    assert time.monotonic() - start < 5.0
+    _assert_all_dead(pids)
+    _no_orphans()
+
+
+def test_out_of_lockstep_a_worker_that_dies_is_one_line() -> None:
+    manager = SubprocessEnvManager("builtin:_Crash", {"exit_at_step": 4, "crash_seed": 0}, num_envs=2, seed=0)
+    manager.reset()
+    manager.step_some({0: {}, 1: {}})
+    with pytest.raises(EnvWorkerError, match=r"^env 'builtin:_Crash' worker 0 died \(exit code 3\)$"):
+        while True:
+            for s in manager.wait_some():
+                manager.step_some({s.worker_id: {}})
+    _no_orphans()
+
+
+def test_step_some_misuse_is_an_error() -> None:
+    with SubprocessEnvManager("builtin:Simple", None, num_envs=2, seed=0) as manager:
+        manager.reset()
+        with pytest.raises(RuntimeError, match="no worker is stepping"):
+            manager.wait_some()
+        with pytest.raises(ValueError, match="no worker 2"):
+            manager.step_some({2: {}})
+        with pytest.raises(ValueError, match="unknown behavior 'Nope'"):
+            manager.step_some({0: {"Nope": ActionTuple()}})
+        manager.step_some({0: {}})
+        with pytest.raises(RuntimeError, match="worker 0 is still stepping"):
+            manager.step_some({0: {}})
+        with pytest.raises(RuntimeError, match=r"workers \[0\] are still stepping"):
+            manager.step([{}, {}])
+        assert [s.worker_id for s in manager.wait_some()] == [0]
+        assert [s.worker_id for s in manager.step([{}, {}])] == [0, 1]  # lockstep again
+    _no_orphans()
+
+
+def test_lockstep_managers_step_every_worker_through_step_some() -> None:
+    with InProcessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, seed=3) as manager, \
+            InProcessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, seed=3) as reference:
+        steps, expected = manager.reset(), reference.reset()
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            actions = _random_actions(manager, steps, rng)
+            manager.step_some({1: actions[1]})
+            with pytest.raises(RuntimeError, match=r"lockstep; step_some\(\) started \[1\] of 2"):
+                manager.wait_some()
+            manager.step_some({0: actions[0]})
+            steps, expected = manager.wait_some(), reference.step(actions)
+            assert [s.worker_id for s in steps] == [0, 1]
+            for s, e in zip(steps, expected):
+                for name in s.steps:
+                    np.testing.assert_array_equal(s.steps[name][0].obs[0], e.steps[name][0].obs[0])
+
+
+def test_out_of_lockstep_a_reply_that_comes_in_during_a_segment_remap_is_kept() -> None:
+    with SubprocessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=1, seed=4) as manager:
+        manager.reset()
+        manager.step_some({1: {}})
+        time.sleep(0.2)  # worker 1 has answered
+        # What a step with more agents than worker 0's segment holds leads to, while 1 steps:
+        manager._map([0], [{"A": 2, "B": 2}], 5.0)
+        assert [s.worker_id for s in manager.wait_some()] == [1]
+        assert manager.shared_memory_capacities == [{"A": 2, "B": 2}, {"A": 1, "B": 1}]
+        assert [s.worker_id for s in manager.step([{}, {}])] == [0, 1]
+    _no_orphans()

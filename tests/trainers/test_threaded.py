@@ -144,6 +144,37 @@ def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:
     assert len(timers["update_durations"]) >= 30 and timers["swap"] > 0
 
 
+def test_threaded_runs_step_several_envs_out_of_lockstep(run_cli, tmp_path, monkeypatch) -> None:
+    """Threaded with 2 env workers: every env step after the reset goes through
+    step_some/wait_some (each worker again as soon as it has answered) and still learns;
+    unthreaded, the workers stay in lockstep (reproducible runs)."""
+    from envs.env_manager import SubprocessEnvManager
+
+    calls = {"step": 0, "wait_some": 0}
+    original_step, original_wait = SubprocessEnvManager.step, SubprocessEnvManager.wait_some
+
+    def step(self, actions):
+        calls["step"] += 1
+        return original_step(self, actions)
+
+    def wait_some(self):
+        calls["wait_some"] += 1
+        return original_wait(self)
+
+    monkeypatch.setattr(SubprocessEnvManager, "step", step)
+    monkeypatch.setattr(SubprocessEnvManager, "wait_some", wait_some)
+    code, out, err = run_cli(_threaded_config(tmp_path), "--run-id=two_envs", "--num-envs=2")
+    assert code == 0, err
+    rewards, _ = _rewards(run_cli.results, "two_envs", "Simple")
+    assert rewards[-1][1] > 0.9, rewards
+    assert calls["step"] == 0 and calls["wait_some"] >= 3000 // 2, calls
+    calls.update(step=0, wait_some=0)
+    code, out, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=lockstep", "--num-envs=2",
+                             "--max-steps=200")
+    assert code == 0, err
+    assert calls["wait_some"] == 0 and calls["step"] == 200 // 2, calls
+
+
 def test_threaded_recurrent_ppo_solves_memory(run_cli, tmp_path) -> None:
     """An LSTM actor (and critic memory) acting from the threaded copy: builtin:Memory
     shows the goal only in the first two steps, so > 0.9 needs the memories carried per
