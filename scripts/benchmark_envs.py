@@ -10,7 +10,9 @@ Steps/s counts agent steps (transitions): one env step with 16 agents is 16 step
 env manager. ratio = ours / raw (1.0 = no overhead; above 1 for the subprocess manager
 means its workers ran in parallel). "Subprocess" rows pass steps and actions through
 shared memory; "Subprocess, pipes" rows (``shared_memory=False``) send them through the
-pipes, for comparison in the same run. Built-in envs have no raw counterpart: their
+pipes, for comparison in the same run; "out of lockstep" rows step each worker again as
+soon as it answers (`step_some` / `wait_some`, what threaded training runs with several
+workers do; the others are lockstep `step` calls). Built-in envs have no raw counterpart: their
 manager row is compared with stepping the env directly.
 """
 from __future__ import annotations
@@ -34,21 +36,23 @@ from envs.registry import make_env  # noqa: E402
 NUM_ACTIONS = 512
 
 
-def _rate(step_fn: Callable[[int], None], agents: int, seconds: float) -> float:
-    """Agent steps per second of ``step_fn(i)`` called until ``seconds`` have passed."""
+def _rate(step_fn: Callable[[int], Optional[int]], agents: int, seconds: float) -> float:
+    """Agent steps per second of ``step_fn(i)`` called until ``seconds`` have passed; each
+    call makes ``agents`` agent steps, or as many as it returns."""
     for i in range(20):  # warm up
         step_fn(i)
-    calls, start = 0, time.perf_counter()
+    calls, steps, start = 0, 0, time.perf_counter()
     while True:
         for _ in range(50):
-            step_fn(calls)
+            made = step_fn(calls)
+            steps += agents if made is None else made
             calls += 1
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
-            return calls * agents / elapsed
+            return steps / elapsed
 
 
-def _best_of(pair: List[Tuple[Callable[[int], None], int]], seconds: float, rounds: int) -> List[float]:
+def _best_of(pair: List[Tuple[Callable[[int], Optional[int]], int]], seconds: float, rounds: int) -> List[float]:
     """Interleaved rounds of each ``(step_fn, agents)``; the best rate of each.
 
     Other processes on the machine slow some rounds down; the best round is the
@@ -122,11 +126,29 @@ def manager_steps(manager: EnvManager, agents: int) -> Callable[[int], None]:
     return step
 
 
+def manager_steps_out_of_lockstep(manager: EnvManager, agents: int) -> Callable[[int], int]:
+    """`wait_some`, then `step_some` for the workers that answered (what threaded runs do
+    with several workers): returns the agent steps it collected."""
+    manager.reset()
+    names = list(manager.behavior_specs)
+    acts = {name: _actions(manager, name, agents) for name in names}
+    manager.step_some({w: {name: acts[name][w] for name in names} for w in range(manager.num_workers)})
+
+    def step(i: int) -> int:
+        answered = manager.wait_some()
+        manager.step_some({
+            s.worker_id: {name: acts[name][(i + s.worker_id) % NUM_ACTIONS] for name in names} for s in answered
+        })
+        return len(answered) * agents
+
+    return step
+
+
 def _row(label: str, ours: float, raw: Optional[float], raw_label: str = "raw gymnasium") -> None:
     if raw is None:
-        print(f"{label:<52} {ours:>11,.0f}")
+        print(f"{label:<64} {ours:>11,.0f}")
     else:
-        print(f"{label:<52} {ours:>11,.0f}   {raw_label} {raw:>11,.0f}   ratio {ours / raw:5.2f}")
+        print(f"{label:<64} {ours:>11,.0f}   {raw_label} {raw:>11,.0f}   ratio {ours / raw:5.2f}")
 
 
 def main() -> None:
@@ -164,14 +186,17 @@ def main() -> None:
         start = time.perf_counter()
         with SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0) as manager:
             startup = time.perf_counter() - start
-            with SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0, shared_memory=False) as piped:
-                raw, managed, through_pipes = _best_of(
+            with SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0, shared_memory=False) as piped, \
+                    SubprocessEnvManager(f"gym:{gym_id}", None, 2, agents, 0) as unlocked:
+                raw, managed, through_pipes, out_of_lockstep = _best_of(
                     [(raw_fn, 2 * agents), (manager_steps(manager, agents), 2 * agents),
-                     (manager_steps(piped, agents), 2 * agents)], seconds, rounds)
+                     (manager_steps(piped, agents), 2 * agents),
+                     (manager_steps_out_of_lockstep(unlocked, agents), agents)], seconds, rounds)
         raw_close()
         _row(f"gym:{gym_id} 2 workers x agents={agents} Subprocess", managed, raw)
         _row(f"gym:{gym_id} 2 workers x agents={agents} Subprocess, pipes", through_pipes, raw)
-        print(f"{'':<52} (2 workers started in {startup:.2f} s; raw steps {2 * agents} copies in one process)")
+        _row(f"gym:{gym_id} 2 workers x agents={agents} Subprocess, out of lockstep", out_of_lockstep, raw)
+        print(f"{'':<64} (2 workers started in {startup:.2f} s; raw steps {2 * agents} copies in one process)")
     start = time.perf_counter()
     with SubprocessEnvManager("builtin:Simple", None, 2, 1, 0) as manager:
         startup = time.perf_counter() - start
@@ -180,7 +205,7 @@ def main() -> None:
                                               seconds, rounds)
     _row("builtin:Simple 2 workers x agents=1 Subprocess", managed, None)
     _row("builtin:Simple 2 workers x agents=1 Subprocess, pipes", through_pipes, None)
-    print(f"{'':<52} (2 workers started in {startup:.2f} s)")
+    print(f"{'':<64} (2 workers started in {startup:.2f} s)")
 
 
 if __name__ == "__main__":
