@@ -175,6 +175,29 @@ def test_threaded_runs_step_several_envs_out_of_lockstep(run_cli, tmp_path, monk
     assert calls["wait_some"] == 0 and calls["step"] == 200 // 2, calls
 
 
+def test_out_of_lockstep_a_dying_worker_saves_first_and_leaves_no_orphans(run_cli, tmp_path) -> None:
+    import multiprocessing
+
+    with open(_threaded_config(tmp_path)) as f:
+        cfg = yaml.safe_load(f)
+    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
+                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
+                                        "exit_at_step": 300, "crash_seed": 11}}
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    code, _, err = run_cli(str(path), "--run-id=crash")
+    assert code == 1
+    line = err.strip().splitlines()[-1]
+    assert "env 'builtin:_Crash' worker 1 died (exit code 3)" in line, err
+    with open(run_cli.results / "crash" / "run_logs" / "training_status.json") as f:
+        status = json.load(f)["behaviors"]["Simple"]
+    # Worker 1's 299 steps and worker 0's (out of lockstep: not necessarily as many).
+    assert status["step"] >= 299 + 100 and status["final_checkpoint"] is not None
+    ckpt = os.path.basename(status["final_checkpoint"]["file_path"])
+    assert (run_cli.results / "crash" / "Simple" / f"{ckpt}.index").exists()
+    assert multiprocessing.active_children() == []
+
+
 def test_threaded_recurrent_ppo_solves_memory(run_cli, tmp_path) -> None:
     """An LSTM actor (and critic memory) acting from the threaded copy: builtin:Memory
     shows the goal only in the first two steps, so > 0.9 needs the memories carried per
