@@ -12,8 +12,8 @@ means its workers ran in parallel). "Subprocess" rows pass steps and actions thr
 shared memory; "Subprocess, pipes" rows (``shared_memory=False``) send them through the
 pipes, for comparison in the same run; "out of lockstep" rows step each worker again as
 soon as it answers (`step_some` / `wait_some`, what threaded training runs with several
-workers do; the others are lockstep `step` calls). Built-in envs have no raw counterpart: their
-manager row is compared with stepping the env directly.
+workers do; the other rows are lockstep `step` calls). Built-in envs have no raw
+counterpart: their manager row is compared with stepping the env directly.
 """
 from __future__ import annotations
 

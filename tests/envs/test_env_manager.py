@@ -495,7 +495,8 @@ def _per_worker_rollout(manager: EnvManager, num_steps: int, out_of_lockstep: bo
 
 
 def test_out_of_lockstep_each_worker_sees_what_it_would_in_lockstep() -> None:
-    # 5 agents in a segment sized for 1: the segments grow while the other worker steps.
+    # 5 agents in segments sized for 1 (they grow at the reset; for a remap while another
+    # worker steps, see the remap test below), 3 workers answering in any order.
     args = dict(SIMPLE_ARGS, num_agents=5)
     with InProcessEnvManager("builtin:Simple", args, num_envs=3, agents_per_env=1, seed=4) as local:
         expected = _per_worker_rollout(local, 40, out_of_lockstep=False)
