@@ -1048,12 +1048,7 @@ class SubprocessEnvManager(EnvManager):
             oldest = min(pending, key=lambda i: self._stepping.get(i, start))
             deadline = None if timeout is None else self._stepping.get(oldest, start) + timeout
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = self._poller.wait(wait_s)
-            if not ready:
-                if deadline is not None and time.monotonic() >= deadline:
-                    self._fail(oldest, f"did not answer within {timeout:g} s", kill_first=True)
-                continue
-            for i, is_pipe in ready:
+            for i, is_pipe in self._poller.wait(wait_s):
                 if i not in pending:
                     if is_pipe and i in self._stepping and i not in self._early:
                         self._early[i] = self._read(i, starting, is_pipe)  # out of lockstep
@@ -1062,6 +1057,12 @@ class SubprocessEnvManager(EnvManager):
                     continue
                 results[i] = self._read(i, starting, is_pipe)
                 pending.discard(i)
+            # Checked after every wait, not only after an empty one: out of lockstep the
+            # other workers' answers would otherwise keep a hung worker's timeout away.
+            if pending and timeout is not None:
+                oldest = min(pending, key=lambda i: self._stepping.get(i, start))
+                if time.monotonic() >= self._stepping.get(oldest, start) + timeout:
+                    self._fail(oldest, f"did not answer within {timeout:g} s", kill_first=True)
         return {i: results[i] for i in order if i in results}
 
     def _read(self, i: int, starting: bool, is_pipe: bool) -> bytes:
