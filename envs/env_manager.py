@@ -1044,9 +1044,13 @@ class SubprocessEnvManager(EnvManager):
         results: Dict[int, bytes] = {i: self._early.pop(i) for i in order if i in self._early}
         pending = set(order) - set(results)
         start = time.monotonic()
+
+        def oldest() -> Tuple[int, Optional[float]]:  # the pending worker told first, its deadline
+            i = min(pending, key=lambda w: self._stepping.get(w, start))
+            return i, None if timeout is None else self._stepping.get(i, start) + timeout
+
         while pending and not (any_of and results):
-            oldest = min(pending, key=lambda i: self._stepping.get(i, start))
-            deadline = None if timeout is None else self._stepping.get(oldest, start) + timeout
+            _, deadline = oldest()
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
             for i, is_pipe in self._poller.wait(wait_s):
                 if i not in pending:
@@ -1059,10 +1063,10 @@ class SubprocessEnvManager(EnvManager):
                 pending.discard(i)
             # Checked after every wait, not only after an empty one: out of lockstep the
             # other workers' answers would otherwise keep a hung worker's timeout away.
-            if pending and timeout is not None:
-                oldest = min(pending, key=lambda i: self._stepping.get(i, start))
-                if time.monotonic() >= self._stepping.get(oldest, start) + timeout:
-                    self._fail(oldest, f"did not answer within {timeout:g} s", kill_first=True)
+            if pending:
+                late, deadline = oldest()
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._fail(late, f"did not answer within {timeout:g} s", kill_first=True)
         return {i: results[i] for i in order if i in results}
 
     def _read(self, i: int, starting: bool, is_pipe: bool) -> bytes:

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import yaml
-from trainer_test_utils import config_path
+from trainer_test_utils import config_path, crashing_workers_config
 
 from trainers.settings import load_settings
 
@@ -208,13 +208,7 @@ def test_parallel_env_workers_train_and_a_dying_worker_saves_first(run_cli, tmp_
     assert code == 0, err
     assert status(run_cli.results, "par")["step"] >= 400
 
-    cfg = yaml.safe_load(open(SIMPLE))
-    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
-                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
-                                        "exit_at_step": 300, "crash_seed": 11}}
-    path = tmp_path / "crash.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    code, _, err = run_cli(str(path), "--run-id=crash")
+    code, _, err = run_cli(crashing_workers_config(SIMPLE, tmp_path / "crash.yaml"), "--run-id=crash")
     assert code == 1
     line = last_line(err)
     assert "worker 1" in line and "builtin:_Crash" in line

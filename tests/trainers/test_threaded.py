@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 import yaml
-from trainer_test_utils import config_path, make_spec, random_obs, small_settings
+from trainer_test_utils import config_path, crashing_workers_config, make_spec, random_obs, small_settings
 
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import StatsReporter
@@ -178,14 +178,8 @@ def test_threaded_runs_step_several_envs_out_of_lockstep(run_cli, tmp_path, monk
 def test_out_of_lockstep_a_dying_worker_saves_first_and_leaves_no_orphans(run_cli, tmp_path) -> None:
     import multiprocessing
 
-    with open(_threaded_config(tmp_path)) as f:
-        cfg = yaml.safe_load(f)
-    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
-                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
-                                        "exit_at_step": 300, "crash_seed": 11}}
-    path = tmp_path / "crash.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    code, _, err = run_cli(str(path), "--run-id=crash")
+    path = crashing_workers_config(_threaded_config(tmp_path), tmp_path / "crash.yaml")
+    code, _, err = run_cli(path, "--run-id=crash")
     assert code == 1
     line = err.strip().splitlines()[-1]
     assert "env 'builtin:_Crash' worker 1 died (exit code 3)" in line, err

@@ -5,6 +5,7 @@ import os
 from typing import List, Sequence
 
 import numpy as np
+import yaml
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
 from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
@@ -36,3 +37,16 @@ def random_obs(spec: BehaviorSpec, n: int, rng: np.random.Generator) -> List[np.
 
 def config_path(name: str) -> str:
     return os.path.join(CONFIG_DIR, "ppo", name)
+
+
+def crashing_workers_config(source: str, path: str) -> str:
+    """``source`` (a Simple config) on 2 ``builtin:_Crash`` workers whose worker 1 exits
+    at its step 300, written to ``path``."""
+    with open(source) as f:
+        cfg = yaml.safe_load(f)
+    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
+                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
+                                        "exit_at_step": 300, "crash_seed": 11}}
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return str(path)
