@@ -15,7 +15,10 @@ lockstep (`trainers.controller`); the others in lockstep.
 
 Prints one row per configuration and the ratios the goals refer to: num_envs 2 / 1 (>= 1.7)
 and threaded / not (>= 1.3), with what threading could give (an estimate: the unthreaded
-loop with its update time wholly hidden).
+loop with its update time wholly hidden). Then the same env stepped by its env manager
+alone, with random actions and no trainer (in-process for 1 env, worker processes for 2, as
+training runs them; ``--env-seconds`` each, best of the repeats): the ceiling each run's
+steps/s and the 2 / 1 ratio can reach on this machine.
 """
 from __future__ import annotations
 
@@ -77,6 +80,22 @@ def run(
     return steps / timers["total"], timers
 
 
+def env_alone(delay_ms: float, num_envs: int, out_of_lockstep: bool, seconds: float) -> float:
+    """Agent steps/s of the env layer alone: the manager a training run with ``num_envs``
+    uses (`envs.env_manager.make_env_manager`), stepped with random actions, no trainer."""
+    from benchmark_envs import _rate, manager_steps, manager_steps_out_of_lockstep
+
+    from envs.env_manager import make_env_manager
+
+    env = config(delay_ms, num_envs, False, 0)["env_settings"]
+    manager = make_env_manager(env["env_path"], env["env_args"], num_envs, 1, env["seed"])
+    try:
+        step = manager_steps_out_of_lockstep(manager, 1) if out_of_lockstep else manager_steps(manager, 1)
+        return _rate(step, num_envs, seconds)
+    finally:
+        manager.close()
+
+
 def overlap_bound(unthreaded: Dict[str, float]) -> float:
     """Threaded / unthreaded steps/s if the update overlapped the rest of the loop
     perfectly: the unthreaded loop's time over that time less its update time."""
@@ -90,12 +109,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=HIDDEN, help="hidden units (the update's cost)")
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="num_epoch (the update's cost)")
+    parser.add_argument("--env-seconds", type=float, default=3.0, help="each env-alone figure (0: none)")
     args = parser.parse_args()
     import trainers.controller  # noqa: F401  (TensorFlow's import stays out of the figures)
 
     variants = [(1, False), (2, False), (1, True), (2, True)]
     best: Dict[Tuple[int, bool], float] = {}
     splits: Dict[Tuple[int, bool], Dict[str, float]] = {}
+    # (num_envs, out of lockstep) as the runs step them: threaded 2-env runs out of lockstep.
+    alone_variants = [(1, False), (2, False), (2, True)]
+    ceiling: Dict[Tuple[int, bool], float] = {}
     print(f"builtin:Simple step_delay_ms={args.delay_ms:g}, PPO {args.hidden}x{LAYERS}, {args.epochs} epochs, "
           f"batch {BATCH}, buffer {BUFFER}, {args.steps} steps per run, best of {args.repeats} "
           f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
@@ -104,6 +127,8 @@ def main() -> None:
             rate, timers = run(args.delay_ms, variant[0], variant[1], args.steps, args.hidden, args.epochs)
             if rate > best.get(variant, 0.0):
                 best[variant], splits[variant] = rate, timers
+        for alone in alone_variants if args.env_seconds > 0 else []:
+            ceiling[alone] = max(ceiling.get(alone, 0.0), env_alone(args.delay_ms, *alone, args.env_seconds))
     for (num_envs, threaded), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         t = splits[(num_envs, threaded)]
         print(f"  num_envs={num_envs} threaded={str(threaded).lower():<5}  {rate:7.0f} steps/s   "
@@ -120,6 +145,16 @@ def main() -> None:
     bounds = [overlap_bound(splits[(n, False)]) for n in (1, 2)]
     print(f"  threaded / not if the update were wholly hidden (estimate): "
           f"{bounds[0]:.2f}x with 1 env, {bounds[1]:.2f}x with 2 envs")
+    if ceiling:
+        print(f"  the env layer alone (random actions, no trainer): 1 env {ceiling[(1, False)]:.0f} steps/s, "
+              f"2 envs {ceiling[(2, False)]:.0f} in lockstep, {ceiling[(2, True)]:.0f} out of lockstep: "
+              f"2 / 1 {ceiling[(2, False)] / ceiling[(1, False)]:.2f}x and {ceiling[(2, True)] / ceiling[(1, False)]:.2f}x")
+        shares = [
+            f"{n} env{'s' if n > 1 else ''} {'threaded' if threaded else 'unthreaded'} "
+            f"{100 * best[(n, threaded)] / ceiling[(n, threaded and n > 1)]:.0f}%"
+            for n, threaded in variants
+        ]
+        print(f"  runs against the env layer alone: {', '.join(shares)}")
 
 
 if __name__ == "__main__":
