@@ -36,7 +36,7 @@ from envs.registry import make_env  # noqa: E402
 NUM_ACTIONS = 512
 
 
-def _rate(step_fn: Callable[[int], Optional[int]], agents: int, seconds: float) -> float:
+def agent_step_rate(step_fn: Callable[[int], Optional[int]], agents: int, seconds: float) -> float:
     """Agent steps per second of ``step_fn(i)`` called until ``seconds`` have passed; each
     call makes ``agents`` agent steps, or as many as it returns."""
     for i in range(20):  # warm up
@@ -61,7 +61,7 @@ def _best_of(pair: List[Tuple[Callable[[int], Optional[int]], int]], seconds: fl
     best = [0.0] * len(pair)
     for _ in range(rounds):
         for k, (fn, agents) in enumerate(pair):
-            best[k] = max(best[k], _rate(fn, agents, seconds / rounds))
+            best[k] = max(best[k], agent_step_rate(fn, agents, seconds / rounds))
     return best
 
 

@@ -83,7 +83,7 @@ def run(
 def env_alone(delay_ms: float, num_envs: int, out_of_lockstep: bool, seconds: float) -> float:
     """Agent steps/s of the env layer alone: the manager a training run with ``num_envs``
     uses (`envs.env_manager.make_env_manager`), stepped with random actions, no trainer."""
-    from benchmark_envs import _rate, manager_steps, manager_steps_out_of_lockstep
+    from benchmark_envs import agent_step_rate, manager_steps, manager_steps_out_of_lockstep
 
     from envs.env_manager import make_env_manager
 
@@ -91,7 +91,7 @@ def env_alone(delay_ms: float, num_envs: int, out_of_lockstep: bool, seconds: fl
     manager = make_env_manager(env["env_path"], env["env_args"], num_envs, 1, env["seed"])
     try:
         step = manager_steps_out_of_lockstep(manager, 1) if out_of_lockstep else manager_steps(manager, 1)
-        return _rate(step, num_envs, seconds)
+        return agent_step_rate(step, num_envs, seconds)
     finally:
         manager.close()
 
