@@ -143,6 +143,11 @@ class EnvManager(ABC):
         """The base seed actually used (resolved when -1 was asked for); None if unknown."""
         return None
 
+    #: Whether the envs step elsewhere (worker processes) while the caller goes on between
+    #: `step_async` and `wait_all` (or `step_some` and `wait_some`); False: they step in
+    #: the caller's thread, inside `wait_all` / `wait_some`, so there is nothing to overlap.
+    steps_in_background = False
+
     @abstractmethod
     def reset(self) -> List[EnvStep]:
         """Reset every env; one `EnvStep` per worker, in worker order."""
@@ -159,6 +164,22 @@ class EnvManager(ABC):
         Returns:
             One `EnvStep` per worker, in worker order.
         """
+
+    def step_async(self, actions: Sequence[Mapping[str, ActionTuple]]) -> None:
+        """`step` in two halves, so the caller can work while the workers step (the
+        training loop's bookkeeping): this starts every worker's step (``actions`` as in
+        `step`), `wait_all` returns the steps. (This default steps in `wait_all`.)"""
+        if "_async_actions" in self.__dict__:
+            raise RuntimeError("step_async(): the last step_async() has not been waited for (call wait_all())")
+        self._async_actions = actions
+
+    def wait_all(self) -> List[EnvStep]:
+        """The steps started by `step_async`, once every worker has answered; one `EnvStep`
+        per worker, in worker order."""
+        actions = self.__dict__.pop("_async_actions", None)
+        if actions is None:
+            raise RuntimeError("wait_all(): no step is running (call step_async() first)")
+        return self.step(actions)
 
     def step_some(self, actions: Mapping[int, Mapping[str, ActionTuple]]) -> None:
         """Starts stepping the workers named in ``actions`` (worker index -> behavior name
@@ -812,6 +833,8 @@ def _shutdown(procs: List[Any], conns: List[Any], segments: List[Any], grace_s: 
 class SubprocessEnvManager(EnvManager):
     """One worker process per env, stepped in parallel (see the module docstring)."""
 
+    steps_in_background = True
+
     def __init__(
         self,
         env_id: str,
@@ -919,11 +942,25 @@ class SubprocessEnvManager(EnvManager):
         return self._steps_from(self._gather(self._step_timeout))
 
     def step(self, actions: Sequence[Mapping[str, ActionTuple]]) -> List[EnvStep]:
+        self.step_async(actions)
+        return self.wait_all()
+
+    def step_async(self, actions: Sequence[Mapping[str, ActionTuple]]) -> None:
+        """Every worker starts its step (see `EnvManager.step_async`)."""
         self._check_usable()
         self._check_idle()
         _check_actions(actions, len(self._conns), self._specs)
         for i, mapping in enumerate(actions):  # every worker starts stepping before we wait
             self._start_step(i, mapping)
+
+    def wait_all(self) -> List[EnvStep]:
+        """Every worker's step, once each has answered (see `EnvManager.wait_all`)."""
+        self._check_usable()
+        if len(self._stepping) != len(self._conns):
+            raise RuntimeError(
+                f"wait_all(): {len(self._stepping)} of {len(self._conns)} workers are stepping "
+                f"(call step_async() first)"
+            )
         replies = self._gather(self._step_timeout)
         self._stepping.clear()
         return self._steps_from(replies)
@@ -970,7 +1007,9 @@ class SubprocessEnvManager(EnvManager):
 
     def _check_idle(self) -> None:
         if self._stepping:
-            raise RuntimeError(f"workers {sorted(self._stepping)} are still stepping (call wait_some() first)")
+            raise RuntimeError(
+                f"workers {sorted(self._stepping)} are still stepping (call wait_some() or wait_all() first)"
+            )
 
     def _steps_from(self, replies: Dict[int, bytes]) -> List[EnvStep]:
         """`EnvStep` per reply (worker -> reply, in worker order)."""

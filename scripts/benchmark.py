@@ -218,7 +218,7 @@ def profile(config: str, steps: int, seed: int) -> None:
                 break
         else:
             totals["other (Python builtins, imports, TensorFlow Python)"] += tottime
-        if function == "_advance" and filename.endswith("controller.py"):
+        if function == "_act" and filename.endswith("controller.py"):
             loop_calls = calls
     cpu = sum(totals.values())
     print(f"cProfile, CPU time: {cpu:.1f} s for {res['steps']} steps ({loop_calls} controller steps), "

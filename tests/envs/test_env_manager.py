@@ -588,6 +588,40 @@ def test_lockstep_managers_step_every_worker_through_step_some() -> None:
                     np.testing.assert_array_equal(s.steps[name][0].obs[0], e.steps[name][0].obs[0])
 
 
+def test_step_async_then_wait_all_is_step_with_the_workers_stepping_meanwhile() -> None:
+    # Both halves, on either manager, give what step gives; the subprocess workers step
+    # while the caller goes on (their first step sleeps 0.4 s), the in-process ones in wait_all.
+    for cls in (InProcessEnvManager, SubprocessEnvManager):
+        with cls("builtin:Simple", SIMPLE_ARGS, num_envs=2, seed=3) as manager, \
+                InProcessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, seed=3) as reference:
+            assert manager.steps_in_background is (cls is SubprocessEnvManager)
+            with pytest.raises(RuntimeError, match=r"call step_async\(\) first"):
+                manager.wait_all()
+            steps, expected = manager.reset(), reference.reset()
+            rng = np.random.default_rng(0)
+            for _ in range(8):  # episodes end (max_episode_steps 6)
+                actions = _random_actions(manager, steps, rng)
+                manager.step_async(actions)
+                with pytest.raises(RuntimeError, match="still stepping|has not been waited for"):
+                    manager.step_async(actions)
+                steps, expected = manager.wait_all(), reference.step(actions)
+                assert [s.worker_id for s in steps] == [0, 1]
+                for s, e in zip(steps, expected):
+                    for name in s.steps:
+                        for got, want in zip(s.steps[name], e.steps[name]):
+                            np.testing.assert_array_equal(got.obs[0], want.obs[0])
+                            np.testing.assert_array_equal(got.reward, want.reward)
+                            np.testing.assert_array_equal(got.agent_id, want.agent_id)
+    with SubprocessEnvManager("builtin:_Crash", {"hang_at_step": 1, "hang_seconds": 0.4}, num_envs=2) as manager:
+        manager.reset()
+        start = time.monotonic()
+        manager.step_async([{}, {}])
+        started = time.monotonic() - start
+        assert [s.worker_id for s in manager.wait_all()] == [0, 1]
+        assert started < 0.2 and time.monotonic() - start >= 0.35, (started, time.monotonic() - start)
+    _no_orphans()
+
+
 def test_out_of_lockstep_a_reply_that_comes_in_during_a_segment_remap_is_kept() -> None:
     with SubprocessEnvManager("builtin:Simple", SIMPLE_ARGS, num_envs=2, agents_per_env=1, seed=4) as manager:
         manager.reset()

@@ -146,33 +146,61 @@ def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:
 
 def test_threaded_runs_step_several_envs_out_of_lockstep(run_cli, tmp_path, monkeypatch) -> None:
     """Threaded with 2 env workers: every env step after the reset goes through
-    step_some/wait_some (each worker again as soon as it has answered) and still learns;
-    unthreaded, the workers stay in lockstep (reproducible runs)."""
+    step_some/wait_some (each worker again as soon as it has answered) and still learns.
+    (Unthreaded, they stay in lockstep: see the next test.)"""
     from envs.env_manager import SubprocessEnvManager
 
-    calls = {"step": 0, "wait_some": 0}
-    original_step, original_wait = SubprocessEnvManager.step, SubprocessEnvManager.wait_some
+    calls = {"step": 0, "wait_some": 0, "wait_all": 0}
 
-    def step(self, actions):
-        calls["step"] += 1
-        return original_step(self, actions)
+    def counted(name):
+        original = getattr(SubprocessEnvManager, name)
 
-    def wait_some(self):
-        calls["wait_some"] += 1
-        return original_wait(self)
+        def wrapper(self, *args):
+            calls[name] += 1
+            return original(self, *args)
 
-    monkeypatch.setattr(SubprocessEnvManager, "step", step)
-    monkeypatch.setattr(SubprocessEnvManager, "wait_some", wait_some)
+        monkeypatch.setattr(SubprocessEnvManager, name, wrapper)
+
+    for name in calls:
+        counted(name)
     code, out, err = run_cli(_threaded_config(tmp_path), "--run-id=two_envs", "--num-envs=2")
     assert code == 0, err
     rewards, _ = _rewards(run_cli.results, "two_envs", "Simple")
     assert rewards[-1][1] > 0.9, rewards
-    assert calls["step"] == 0 and calls["wait_some"] >= 3000 // 2, calls
-    calls.update(step=0, wait_some=0)
-    code, out, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=lockstep", "--num-envs=2",
-                             "--max-steps=200")
+    assert calls["step"] == calls["wait_all"] == 0 and calls["wait_some"] >= 3000 // 2, calls
+
+
+def test_the_bookkeeping_runs_while_env_workers_step(run_cli, monkeypatch) -> None:
+    """Unthreaded, with worker processes (2 envs), each env step is in lockstep:
+    step_async, then the bookkeeping of the step acted on, then wait_all (never wait_some);
+    with the env in this process (1 env) there is nothing to overlap: the bookkeeping,
+    then step."""
+    from envs.env_manager import InProcessEnvManager, SubprocessEnvManager
+    from trainers.controller import TrainerController
+
+    events = []
+
+    def logged(cls, name):
+        original = getattr(cls, name)
+
+        def wrapper(self, *args):
+            events.append(name)
+            return original(self, *args)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for cls, name in [(SubprocessEnvManager, "step_async"), (SubprocessEnvManager, "wait_all"),
+                      (SubprocessEnvManager, "wait_some"), (InProcessEnvManager, "step"),
+                      (TrainerController, "_record")]:
+        logged(cls, name)
+    code, out, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=overlap", "--num-envs=2",
+                             "--max-steps=100")
     assert code == 0, err
-    assert calls["wait_some"] == 0 and calls["step"] == 200 // 2, calls
+    assert events == ["step_async", "_record", "wait_all"] * 50, events[:9]
+    events.clear()
+    code, out, err = run_cli(config_path("Simple_discrete.yaml"), "--run-id=in_process", "--max-steps=50")
+    assert code == 0, err
+    assert events == ["_record", "step"] * 50, events[:9]
 
 
 def test_out_of_lockstep_a_dying_worker_saves_first_and_leaves_no_orphans(run_cli, tmp_path) -> None:
