@@ -281,7 +281,9 @@ class TrainerController:
                 if b.recurrent
                 else None
             )
-            info = done.info = b.trainer.policy.act(done.obs, done.masks, deterministic=not self.training, agent_keys=keys)
+            info = done.info = b.trainer.policy.act(
+                done.obs, done.masks, deterministic=not self.training, agent_keys=keys
+            )
             for env_step, rows in zip(steps, done.rows):
                 actions[env_step.worker_id][name] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
             self.timers.inference += time.perf_counter() - t
