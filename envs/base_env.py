@@ -31,6 +31,35 @@ class ObservationKind(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class BehaviorId:
+    """A behavior name as an environment reports it, split as ML-Agents splits it.
+
+    Unity games (ML-Agents 0.14 and later) name every behavior ``Name?team=N``
+    (``3DBall?team=0``), self-play or not; ML-Agents keys the config section, the
+    results folder, the TensorBoard run and the exported model by ``Name``
+    (`BehaviorIdentifiers.from_name_behavior_id`). Names without the suffix (built-in
+    and Gymnasium envs, older games) are team 0.
+
+    Attributes:
+        name: the behavior name without its team suffix (the config's section name).
+        team: the team id (``N`` of ``?team=N``; 0 without a suffix).
+        full: the name exactly as the environment reported it.
+    """
+
+    name: str
+    team: int
+    full: str
+
+    @classmethod
+    def parse(cls, full: str) -> "BehaviorId":
+        """Splits ``Name?team=N``; a name without a well-formed suffix is kept whole, team 0."""
+        name, sep, query = full.rpartition("?team=")
+        if sep and name and query.lstrip("-").isdigit():
+            return cls(name, int(query), full)
+        return cls(full, 0, full)
+
+
+@dataclass(frozen=True)
 class ObservationSpec:
     """One observation of a behavior.
 
