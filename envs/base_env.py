@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -57,6 +57,22 @@ class BehaviorId:
         if sep and name and query.lstrip("-").isdigit():
             return cls(name, int(query), full)
         return cls(full, 0, full)
+
+
+def behavior_ids(full_names: Iterable[str]) -> Dict[str, List[str]]:
+    """An environment's behavior ids grouped by name (`BehaviorId.name`), in the env's order:
+    ``["Striker?team=0", "Striker?team=1"]`` -> ``{"Striker": [both]}``."""
+    groups: Dict[str, List[str]] = {}
+    for full in full_names:
+        groups.setdefault(BehaviorId.parse(full).name, []).append(full)
+    return groups
+
+
+def specs_by_name(specs: Mapping[str, "BehaviorSpec"]) -> Dict[str, "BehaviorSpec"]:
+    """An environment's behavior specs keyed by name (teams of one behavior share its spec,
+    as every team of a Unity behavior runs the same Agent code): what config sections,
+    trainers, results folders and exported models are keyed by."""
+    return {name: specs[ids[0]] for name, ids in behavior_ids(specs).items()}
 
 
 @dataclass(frozen=True)

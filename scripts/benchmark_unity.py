@@ -43,18 +43,19 @@ def measure(agents: int, obs_size: int, seconds: float, tmp: str) -> tuple:
     env = UnityEnv(build, base_port=free_port(), host="127.0.0.1", timeout_wait=60, log=lambda s: None)
     try:
         env.reset()
+        name = next(iter(env.behavior_specs))  # "Bench?team=0", as a real build names it
         rng = np.random.default_rng(0)
         actions = [rng.uniform(-1, 1, (agents, 2)).astype(np.float32) for _ in range(64)]
         for i in range(50):  # warm up
-            env.set_actions("Bench", ActionTuple(actions[i % 64]))
+            env.set_actions(name, ActionTuple(actions[i % 64]))
             env.step()
         durations, ours = [], []
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
             # env.step() in its two halves, to time our side (protobuf in, protobuf out) apart.
             t0 = time.perf_counter()
-            n = len(env.get_steps("Bench")[0])
-            env.set_actions("Bench", ActionTuple(actions[len(durations) % 64][:n]))
+            n = len(env.get_steps(name)[0])
+            env.set_actions(name, ActionTuple(actions[len(durations) % 64][:n]))
             env.send(env.step_input())
             t1 = time.perf_counter()
             output = env.receive_output()

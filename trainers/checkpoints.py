@@ -20,6 +20,13 @@ from trainers.stats import CheckpointEntry, TrainingStatus, behavior_dir_name
 _INDEX = re.compile(r"checkpoint-(\d+)\.index")
 
 
+def run_relative(behavior: str, prefix: str) -> str:
+    """How ``training_status.json`` names a checkpoint: relative to the run folder
+    (``<Behavior>/checkpoint-<step>``), so a run copied, moved or reached through another
+    relative ``--results-dir`` still names its own files, and nothing else's."""
+    return os.path.join(behavior_dir_name(behavior), os.path.basename(prefix))
+
+
 def checkpoint_candidates(run_dir: str, behavior: str, status: TrainingStatus) -> List[Tuple[int, str]]:
     """``[(step, prefix)]`` of ``behavior``, newest first, without duplicates.
 
@@ -64,6 +71,6 @@ def adopt_checkpoint(status: TrainingStatus, behavior: str, step: int, prefix: s
     entries[:] = [c for c in entries if c.steps <= step]
     if not any(os.path.basename(c.file_path) == os.path.basename(prefix) for c in entries):
         created = os.path.getmtime(prefix + ".index") if os.path.exists(prefix + ".index") else 0.0
-        entries.append(CheckpointEntry(step, prefix, created, None))
+        entries.append(CheckpointEntry(step, run_relative(behavior, prefix), created, None))
         entries.sort(key=lambda c: c.steps)
     status.set_step(behavior, step)

@@ -40,9 +40,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from envs.base_env import ActionTuple, DecisionSteps
+from envs.base_env import ActionTuple, DecisionSteps, behavior_ids
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvWorkerError
+from trainers.checkpoints import run_relative
 from trainers.exceptions import WorkerLostError
 from trainers.policy import ActionInfo
 from trainers.stats import CheckpointEntry, StatsAggregation, StatsReporter, TrainingStatus, behavior_dir_name
@@ -86,6 +87,9 @@ class BehaviorState:
     last_summary: int = -1
     updater: Optional[BackgroundUpdater] = None  # threaded: true
     recurrent: bool = False  # the policy keeps per-agent memories
+    # The environment's ids of this behavior (``Name?team=N`` from Unity games, the plain
+    # name elsewhere): every team of ``Name`` acts through ``Name``'s trainer.
+    ids: Tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -94,8 +98,9 @@ class _Acted:
 
     name: str
     behavior: BehaviorState
-    decisions: List[DecisionSteps]  # one per worker stepped, in the order of the steps
-    rows: List[slice]  # each worker's rows in ``obs`` and ``info``
+    parts: List[Tuple[EnvStep, str]]  # (worker's step, behavior id), in the order of the rows
+    decisions: List[DecisionSteps]  # one per part
+    rows: List[slice]  # each part's rows in ``obs`` and ``info``
     agents: int  # all workers' agents asking for a decision
     obs: Optional[List[np.ndarray]] = None  # the policy's input, all agents
     masks: Optional[np.ndarray] = None
@@ -148,6 +153,7 @@ class TrainerController:
         self.on_checkpoint = on_checkpoint
         self.timers = Timers()
         self.behaviors: Dict[str, BehaviorState] = {}
+        ids = behavior_ids(env.behavior_specs)
         for name, trainer in trainers.items():
             s = trainer.settings
             state = BehaviorState(
@@ -156,6 +162,7 @@ class TrainerController:
                 stats[name],
                 os.path.join(run_dir, behavior_dir_name(name)),
                 recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
+                ids=tuple(ids.get(name, (name,))),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
@@ -186,11 +193,17 @@ class TrainerController:
         }
         start = time.perf_counter()
         self._sync_acting_weights()
+        if self.training:  # a checkpoint adopted by --resume gets the exports it lacks
+            for name in self.behaviors:
+                kept = self.status.get_checkpoints(name)
+                if kept:
+                    self._export_if_missing(name, kept[-1])
         try:
             t = time.perf_counter()
             steps = self.env.reset()
             self.timers.env += time.perf_counter() - t
             self._record_env_stats(steps)
+            stepped = False
             while not self._all_done() and self._stop_signal is None:
                 actions, acted = self._act(steps)
                 if not self.env.steps_in_background:  # it steps in this thread: no overlap
@@ -214,6 +227,9 @@ class TrainerController:
                 self.timers.env += time.perf_counter() - t
                 self.timers.env_steps += 1
                 self._record_env_stats(steps)
+                stepped = True
+            if stepped and self.training and self._stop_signal is None:
+                self._learn_from_last_step(steps)
         except EnvWorkerError:
             self._finish(start)  # save what was learned, then report the worker's failure
             raise
@@ -229,6 +245,25 @@ class TrainerController:
         self._finish(start)
         if self._stop_signal is not None:
             print(f"[INFO] Interrupted by signal {self._stop_signal}; checkpoint saved in {self.run_dir}", flush=True)
+
+    @property
+    def exit_code(self) -> int:
+        """0 for a run that finished; ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM) for
+        one stopped by a signal, as a shell reports it, so scripts can tell them apart."""
+        return 128 + int(self._stop_signal) if self._stop_signal is not None else 0
+
+    def _learn_from_last_step(self, steps: List[EnvStep]) -> None:
+        """The outcome of the last actions (their rewards, ended episodes) completes the
+        trajectories it closes, and a buffer that fills with them is learned from, as in
+        ML-Agents, which counts a step once its outcome is processed and updates while
+        ``step <= max_steps``: a ``max_steps`` that is a multiple of ``buffer_size`` gets
+        its last update. No action is taken for these decisions."""
+        acted = []
+        for name, b in self.behaviors.items():
+            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
+            acted.append(_Acted(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0))
+        self._record(steps, acted)
+        self._after_step()
 
     def _record_env_stats(self, steps: List[EnvStep]) -> None:
         """Stats the environment recorded (Unity's StatsRecorder) go to every behavior's
@@ -251,8 +286,9 @@ class TrainerController:
         acted: List[_Acted] = []
         for name, b in self.behaviors.items():
             decisions, counts, rows, agents = [], [], [], 0
-            for env_step in steps:
-                decision, terminal = env_step.steps[name]
+            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
+            for env_step, bid in parts:
+                decision, terminal = env_step.steps[bid]
                 if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
                     b.trainer.policy.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
                 n = len(decision)
@@ -260,7 +296,7 @@ class TrainerController:
                 counts.append(n)
                 rows.append(slice(agents, agents + n))
                 agents += n
-            done = _Acted(name, b, decisions, rows, agents)
+            done = _Acted(name, b, parts, decisions, rows, agents)
             acted.append(done)
             if agents == 0:
                 continue
@@ -277,15 +313,15 @@ class TrainerController:
                 done.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
                 done.masks = np.concatenate(mask_parts) if branches else None
             keys = (
-                [(s.worker_id, a) for s, d in zip(steps, decisions) for a in d.agent_id.tolist()]
+                [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
                 if b.recurrent
                 else None
             )
             info = done.info = b.trainer.policy.act(
                 done.obs, done.masks, deterministic=not self.training, agent_keys=keys
             )
-            for env_step, rows in zip(steps, done.rows):
-                actions[env_step.worker_id][name] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
+            for (env_step, bid), rows in zip(parts, done.rows):
+                actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
             self.timers.inference += time.perf_counter() - t
         return actions, acted
 
@@ -296,8 +332,8 @@ class TrainerController:
         for done in acted:
             b, name = done.behavior, done.name
             t = time.perf_counter()
-            for env_step in steps:
-                decision, terminal = env_step.steps[name]
+            for env_step, bid in done.parts:
+                decision, terminal = env_step.steps[bid]
                 trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
                 trajectories += b.processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
@@ -306,7 +342,7 @@ class TrainerController:
                     b.trainer.record_episodes(episodes)
             info, obs, masks = done.info, done.obs, done.masks
             if info is not None:
-                for env_step, decision, rows in zip(steps, done.decisions, done.rows):
+                for (env_step, _), decision, rows in zip(done.parts, done.decisions, done.rows):
                     if rows.stop > rows.start:
                         b.processor.add_actions(
                             env_step.worker_id,
@@ -326,7 +362,7 @@ class TrainerController:
         for name, b in self.behaviors.items():
             trainer = b.trainer
             self._collect_update(b)
-            if self.training and trainer.ready_to_update and not trainer.is_training_done:
+            if self.training and trainer.ready_to_update and trainer.may_update:
                 self._update(b)
             if trainer.step >= b.next_summary:
                 b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
@@ -351,14 +387,18 @@ class TrainerController:
         # longer lists them. A run killed anywhere keeps a resumable checkpoint (and
         # --resume also finds a complete checkpoint the status does not list yet).
         reward = b.stats.get_stats_summaries("Environment/Cumulative Reward")
-        entry = CheckpointEntry(trainer.step, prefix, time.time(), reward.mean if reward.num else None)
+        entry = CheckpointEntry(
+            trainer.step, run_relative(name, prefix), time.time(), reward.mean if reward.num else None
+        )
         dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
         self.status.set_step(name, trainer.step)
         self.status.set_episodes(name, trainer.episodes)
         self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
         self._save_status()
         for old in dropped:
-            trainer.delete_checkpoint(old.file_path)
+            # Inside this run's folder whatever the status says: a status copied or moved
+            # with its run names paths of the run it came from.
+            trainer.delete_checkpoint(os.path.join(b.checkpoint_dir, os.path.basename(old.file_path)))
             for ext in ("pb", "onnx"):
                 exported = self._exported_path(name, old.steps, ext)
                 if os.path.exists(exported):
@@ -366,6 +406,15 @@ class TrainerController:
         if self.on_checkpoint is not None:
             self.on_checkpoint(trainer, prefix)
         return entry
+
+    def _export_if_missing(self, name: str, entry: CheckpointEntry) -> None:
+        """Exports a kept checkpoint whose models were never written (a run killed between
+        the checkpoint and its export, then resumed from it)."""
+        b = self.behaviors[name]
+        if self.on_checkpoint is None or b.trainer.step != entry.steps:
+            return  # only the weights in the session can be exported
+        if not os.path.exists(self._exported_path(name, entry.steps, "pb")):
+            self.on_checkpoint(b.trainer, os.path.join(b.checkpoint_dir, os.path.basename(entry.file_path)))
 
     def _exported_path(self, name: str, step: int, ext: str) -> str:
         """``<Behavior>-<step>.<ext>`` beside the behavior's checkpoints."""
@@ -383,11 +432,7 @@ class TrainerController:
                 kept = self.status.get_checkpoints(name)
                 if kept and kept[-1].steps == b.trainer.step:
                     final = kept[-1]  # just saved at this step
-                    if self.on_checkpoint is not None and not os.path.exists(
-                        self._exported_path(name, final.steps, "pb")
-                    ):  # resumed from a run killed before it exported this checkpoint
-                        prefix = os.path.join(b.checkpoint_dir, os.path.basename(final.file_path))
-                        self.on_checkpoint(b.trainer, prefix)
+                    self._export_if_missing(name, final)
                 else:
                     final = self.save_checkpoint(name)
                 self.status.set_final_checkpoint(name, final)

@@ -22,7 +22,8 @@ Options:
                       env_settings.env_path).
   --steps=<n>         Agent steps (records) to write [default: 1000].
   --seed=<n>          Environment seed (default: the config's env_settings.seed, or 0).
-  --behavior=<name>   The behavior to record when the env has several.
+  --behavior=<name>   The behavior to record when the env has several: its config name
+                      (3DBall) or, to pick one team, the id the env reports (3DBall?team=1).
   --agents=<n>        Agents per behavior [default: 1].
   --name=<name>       Demonstration name in the file (default: the output file's stem).
   --run-id=<id>       Record a trained run's policy (its latest checkpoint, deterministic
@@ -33,6 +34,11 @@ Options:
 
 <config> is a trainer YAML; only env_settings (env_path, env_args, seed) is read.
 Errors print one line and exit with status 1.
+
+Behavior names: Unity games and their recordings name a behavior ``Name?team=N``
+(``3DBall?team=0``); ``info`` shows the name a config section uses (``3DBall``) and the
+team, and ``record`` writes the id the env reports (as Unity's DemonstrationRecorder
+writes ``FullyQualifiedBehaviorName``) while a trained run is looked up by the name.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ import numpy as np
 import yaml
 from docopt import docopt
 
-from envs.base_env import ActionSpec
+from envs.base_env import ActionSpec, BehaviorId
 from envs.demo import DemoWriter, format_action_spec, load_demonstration
 from envs.exceptions import DemoError, EnvError
 
@@ -79,10 +85,15 @@ def demo_summary(path: str) -> Dict[str, Any]:
     """What ``info`` prints, as a JSON-ready dict."""
     demo = load_demonstration(path)
     spec = demo.behavior_spec
+    behavior = demo.info.behavior_id
     return {
         "path": demo.info.path,
         "name": demo.info.name,
-        "behavior_name": demo.info.behavior_name,
+        # The config section this recording belongs to; the file's own string and its team
+        # beside it (a Unity recording says "3DBall?team=0", its section is "3DBall").
+        "behavior_name": behavior.name,
+        "behavior_id": behavior.full,
+        "team": behavior.team,
         "record_format": demo.info.record_format,
         "api_version": demo.info.api_version,
         "steps": demo.info.number_steps,
@@ -109,7 +120,7 @@ def _info(path: str, as_json: bool) -> int:
     lines = [
         f"File:          {summary['path']}",
         f"Name:          {summary['name']}",
-        f"Behavior:      {summary['behavior_name']}",
+        f"Behavior:      {_behavior_line(summary)}",
         f"Record format: {summary['record_format']}",
         f"Steps:         {summary['steps']}",
         f"Episodes:      {summary['episodes']}",
@@ -126,6 +137,14 @@ def _info(path: str, as_json: bool) -> int:
     )
     print("\n".join(lines))
     return 0
+
+
+def _behavior_line(summary: Mapping[str, Any]) -> str:
+    """``3DBall (team 0; recorded as 3DBall?team=0)``, or the plain name when it has no suffix."""
+    name, full = summary["behavior_name"], summary["behavior_id"]
+    if full == name:
+        return name
+    return f"{name} (team {summary['team']}; recorded as {full})"
 
 
 # --------------------------------------------------------------------------- record
@@ -166,7 +185,11 @@ def _env_settings(config_path: str) -> Dict[str, Any]:
 
 
 def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tuple[Callable, Callable]:
-    """(action function, close) playing a trained run's latest checkpoint deterministically."""
+    """(action function, close) playing a trained run's latest checkpoint deterministically.
+
+    ``behavior`` is the env's id (``3DBall?team=0``); the run keeps its checkpoints and
+    settings under the config name (``3DBall``), as trainer-learn and ML-Agents key them.
+    """
     import os
 
     from envs.base_env import ActionTuple
@@ -177,8 +200,9 @@ def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tupl
     if not os.path.isfile(config):
         raise _UsageError(f"--run-id: {run_dir} is not a run directory (no configuration.yaml)")
     options = load_settings(config)
-    target = latest_checkpoints(run_dir, behavior)[0]
-    policy = restore_policy(behavior, spec, options.behavior_settings(behavior), target.prefix, seed)
+    name = BehaviorId.parse(behavior).name
+    target = latest_checkpoints(run_dir, name)[0]
+    policy = restore_policy(name, spec, options.behavior_settings(name), target.prefix, seed)
     branches = spec.action_spec.discrete_branches
 
     def act(name: str, decision: Any) -> ActionTuple:
@@ -240,10 +264,19 @@ def _record(args: Mapping[str, Any]) -> int:
 
 
 def _pick_behavior(names: List[str], wanted: Optional[str], env_id: str) -> str:
+    """The env's behavior id to record: ``wanted`` as reported (``3DBall?team=1``) or by its
+    config name (``3DBall``, when one team has it); the only one when ``wanted`` is None."""
     if wanted:
-        if wanted not in names:
-            raise _UsageError(f"--behavior: {env_id} has no behavior {wanted!r} (behaviors: {', '.join(names)})")
-        return wanted
+        if wanted in names:
+            return wanted
+        matches = [n for n in names if BehaviorId.parse(n).name == wanted]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise _UsageError(
+                f"--behavior: {wanted} is {len(matches)} teams in {env_id} ({', '.join(matches)}); give one of them"
+            )
+        raise _UsageError(f"--behavior: {env_id} has no behavior {wanted!r} (behaviors: {', '.join(names)})")
     if len(names) != 1:
         raise _UsageError(f"{env_id} has several behaviors ({', '.join(names)}); choose one with --behavior")
     return names[0]

@@ -34,8 +34,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
 
+from envs.base_env import specs_by_name
 from envs.exceptions import EnvError
-from trainers.exceptions import CheckpointError, ConfigError, TrainerError
+from trainers import show_tensorflow_logs
+from trainers.exceptions import CheckpointError, ConfigError, TrainerError, op_error_reason, os_error_line
 
 FORMAT_CHOICES = {"onnx": ("onnx",), "pb": ("pb",), "both": ("pb", "onnx")}
 FILE_EXTENSIONS = (".onnx", ".pb")
@@ -152,7 +154,7 @@ def _spec_from_env(options, wanted: Sequence[str]):
     seed = env_settings.seed if env_settings.seed >= 0 else 0
     env = make_env_manager(env_settings.env_path, env_settings.env_args, 1, env_settings.agents_per_env, seed)
     try:
-        specs = dict(env.behavior_specs)
+        specs = specs_by_name(env.behavior_specs)
     finally:
         env.close()
     for name in wanted:
@@ -176,9 +178,7 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
         saver.restore(policy.session, prefix)
     except (tf.errors.OpError, ValueError) as exc:
         policy.session.close()
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        raise CheckpointError(f"{prefix}: cannot restore behavior {name} ({first})") from None
+        raise CheckpointError(f"{prefix}: cannot restore behavior {name} ({op_error_reason(exc)})") from None
     return policy
 
 
@@ -225,15 +225,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = docopt(__doc__, argv=argv)
     except DocoptExit as exc:
-        print(str(exc), file=sys.stderr)
+        from trainers.learn import usage_error
+
+        print(usage_error("trainer-export", __doc__ or "", argv, exc), file=sys.stderr)
         return 2
     debug = bool(args.get("--debug"))
+    if debug:
+        show_tensorflow_logs()  # before TensorFlow is imported
     try:
         return run(args)
     except (TrainerError, EnvError) as exc:
         if debug:
             raise
         print(f"trainer-export: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # --out in a read-only or missing place, a full disk
+        if debug:
+            raise
+        print(f"trainer-export: error: {os_error_line(exc)}", file=sys.stderr)
         return 1
 
 

@@ -1,7 +1,7 @@
 """trainer-learn: train PPO and SAC agents from an ML-Agents-style YAML config.
 
 Usage:
-  trainer-learn <config> [--cluster=<file>] [options]
+  trainer-learn <config> [--cluster=<file>] [--debug] [options]
   trainer-learn --worker --cluster=<file> --task-index=<i> [--debug]
   trainer-learn --help
   trainer-learn --version
@@ -24,6 +24,8 @@ Options:
   --base-port=<n>             First port for Unity games (worker i uses base port + i).
   --timeout-wait=<s>          Seconds a Unity game has to connect and to answer each step (default 60).
   --no-graphics               Run Unity builds without rendering (-nographics -batchmode).
+  --no-graphics-monitor       Run Unity worker 0 with graphics and the others without
+                              (engine_settings.no_graphics_monitor).
   --time-scale=<x>            Unity time scale (engine_settings.time_scale).
   --width=<n>                 Unity window width (engine_settings.width).
   --height=<n>                Unity window height (engine_settings.height).
@@ -45,16 +47,16 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
 
+from envs.base_env import specs_by_name
 from envs.exceptions import EnvError
-from trainers import __version__
-from trainers.exceptions import CheckpointError, ConfigError, TrainerError
+from trainers import __version__, show_tensorflow_logs
+from trainers.exceptions import CheckpointError, ConfigError, TrainerError, os_error_line, shorten
 
 INT_OPTIONS = {
     "--num-envs": "num_envs",
@@ -87,9 +89,11 @@ def engine_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
         try:
             out[key] = kind(value)
         except ValueError:
-            raise ConfigError(f"{opt}: expected {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+            raise ConfigError(f"{opt}: expected {'an integer' if kind is int else 'a number'}, got {shorten(repr(value))}") from None
     if args.get("--no-graphics"):
         out["no_graphics"] = True
+    if args.get("--no-graphics-monitor"):
+        out["no_graphics_monitor"] = True
     return out
 
 
@@ -106,6 +110,7 @@ def unity_options(options: Any) -> Any:
         timeout_wait=float(env_settings.timeout_wait),
         engine=engine_config(options.engine_settings),
         log_folder=os.path.join(options.run_dir, "run_logs"),
+        num_areas=env_settings.num_areas,
     )
 
 
@@ -119,7 +124,7 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
         try:
             out[key] = int(value)
         except ValueError:
-            raise ConfigError(f"{opt}: expected an integer, got {value!r}") from None
+            raise ConfigError(f"{opt}: expected an integer, got {shorten(repr(value))}") from None
     for opt, key in (("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from")):
         if args.get(opt) is not None:
             out[key] = args[opt]
@@ -218,7 +223,7 @@ def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
     except ValueError:
         task = None
     if task is None:
-        raise ConfigError(f"--task-index: expected a worker index (0, 1, ...), got {task_index!r}")
+        raise ConfigError(f"--task-index: expected a worker index (0, 1, ...), got {shorten(repr(task_index))}")
     settings = load_cluster_file(cluster_file)
     from trainers.tf.cluster import exit_now, serve_worker
 
@@ -226,12 +231,51 @@ def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
     return 0
 
 
+def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: Any) -> Optional[Tuple[int, str]]:
+    """--resume / --inference: the newest complete checkpoint of ``name`` (even one the
+    status file does not list yet: a run killed right after writing it; half-written ones
+    are skipped). Refuses, rather than playing or continuing an untrained policy, when none
+    restores."""
+    from trainers.checkpoints import checkpoint_candidates, restore_newest
+
+    candidates = checkpoint_candidates(run_dir, name, status)
+    found = restore_newest(trainer, candidates, _warn)
+    what = "resume from" if ckpt.resume else "play"
+    if found is None and candidates:
+        raise CheckpointError(
+            f"{run_dir}: no checkpoint of behavior {name} restores ({len(candidates)} found, "
+            f"all incomplete or corrupt; newest {candidates[0][1]})"
+        )
+    if found is None:
+        hint = "" if ckpt.resume else " (train it first, or play an exported model with --model)"
+        raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to {what}{hint}")
+    return found
+
+
+def _trainer_settings(options: Any, name: str) -> Any:
+    """The behavior's settings, as ML-Agents picks them: its own section, else
+    ``default_settings``; a behavior the config does not name, without default_settings,
+    is an error (ML-Agents: "has not been specified in the trainer configuration")."""
+    if name in options.behaviors or options.default_settings is not None:
+        return options.behavior_settings(name)
+    raise ConfigError(
+        f"behaviors.{name}: the environment has this behavior but the config does not name it; "
+        f"add a section behaviors.{name} or default_settings"
+    )
+
+
 def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
-    """Builds envs, trainers and the controller from resolved options; returns exit code."""
+    """Builds envs, trainers and the controller from resolved options; returns exit code.
+
+    Everything that can be checked is checked before ``--force`` deletes the old run (the
+    config, the run id, devices, the env and its behaviors, demos, the weights of
+    ``--initialize-from``, which may be this very run): a mistake leaves the old run whole.
+    """
     from envs.env_manager import make_env_manager
     from trainers.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
     from trainers.controller import TrainerController
     from trainers.ppo.trainer import PPOTrainer
+    from trainers.run_dir import RunLock, check_results_dir, check_run_id, clear_run
     from trainers.sac.trainer import SACTrainer
     from trainers.settings import write_resolved_config
     from trainers.trainer_base import Trainer
@@ -239,16 +283,24 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
 
     ckpt = options.checkpoint_settings
     env_settings = options.env_settings
+    check_run_id(ckpt.run_id)
+    if ckpt.initialize_from:
+        check_run_id(ckpt.initialize_from, "--initialize-from")
+    check_results_dir(ckpt.results_dir)
     run_dir = options.run_dir
     status_path = os.path.join(run_dir, "run_logs", "training_status.json")
-    if os.path.isdir(run_dir) and not (ckpt.resume or ckpt.force or ckpt.inference):
+    # An empty folder is no run (one being started by another process meets the lock below).
+    existed = os.path.isdir(run_dir) and bool(os.listdir(run_dir))
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise TrainerError(f"{run_dir}: exists and is not a run folder")
+    if existed and not (ckpt.resume or ckpt.force or ckpt.inference):
         raise TrainerError(
             f"{run_dir}: a run with this id exists; use --resume to continue it or --force to overwrite it"
         )
-    if ckpt.resume and not os.path.isdir(run_dir):
+    if ckpt.resume and not existed:
         raise TrainerError(f"{run_dir}: no such run to resume")
-    if ckpt.force and os.path.isdir(run_dir) and not ckpt.resume:
-        shutil.rmtree(run_dir)
+    if ckpt.inference and model is None and not existed:
+        raise TrainerError(f"{run_dir}: no such run to play (train it first, or give --model=<file.onnx>)")
     init_status = None
     init_dir = ""
     if ckpt.initialize_from:
@@ -257,122 +309,140 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         if not os.path.isfile(init_path):
             raise TrainerError(f"{init_dir}: no such run to initialize from")
         init_status = TrainingStatus.load(init_path)
-
-    seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
-    chief = None
-    if options.cluster_settings.enabled and not ckpt.inference:
-        if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
-            raise ConfigError(
-                "device_settings (--num-gpus/--devices): cannot be combined with a cluster; "
-                "choose each worker's devices with worker_devices in the cluster file"
-            )
-        # Before any env starts: every worker must answer (one error naming the others).
-        from trainers.tf.cluster import Chief
-
-        chief = Chief(options.cluster_settings)
-        devices = chief.tower_devices
-        print(f"[INFO] cluster: {len(devices)} towers on {len(options.cluster_settings.workers)} workers: {', '.join(devices)}", flush=True)
-    else:
-        devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
-    status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
-    from envs.registry import parse_env_id
-
-    is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
+    # One process per run from here on (a second one is refused before it touches anything).
+    lock = RunLock(run_dir, exclusive=not ckpt.inference)
+    wrote = False
     try:
-        env = make_env_manager(
-            env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
-            unity=unity_options(options) if is_unity else None,
-        )
-    except BaseException:
-        if chief is not None:
-            chief.end_workers()
-        raise
-    trainers: Dict[str, Trainer] = {}
-    trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
-    reporters: Dict[str, StatsReporter] = {}
-    restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
-    try:
-        specs = env.behavior_specs
-        for name in options.behaviors:
-            if name not in specs:
+        seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
+        chief = None
+        if options.cluster_settings.enabled and not ckpt.inference:
+            if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
                 raise ConfigError(
-                    f"behaviors.{name}: the environment {env_settings.env_path} has no such behavior "
-                    f"(it has: {', '.join(specs)})"
+                    "device_settings (--num-gpus/--devices): cannot be combined with a cluster; "
+                    "choose each worker's devices with worker_devices in the cluster file"
                 )
-        os.makedirs(run_dir, exist_ok=True)
-        write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
-        resumed = ckpt.resume and bool(status.behaviors)
-        # A resumed run continues its clock and its TensorBoard curves from the checkpoint
-        # (its step is known once it is restored, below, before anything is written).
-        elapsed = max((status.get_elapsed_seconds(n) for n in status.behaviors), default=0.0) if resumed else 0.0
-        tensorboard = TensorboardWriter(run_dir)
-        writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
-        for name, spec in specs.items():
-            settings = options.behavior_settings(name)
-            reporters[name] = StatsReporter(name, writers)
-            # A chief's local session only acts: on its CPU, beside the variables.
-            if chief is not None and settings.trainer_type != "ppo":
-                raise ConfigError(
-                    f"behaviors.{name}.trainer_type: {settings.trainer_type} runs on local devices "
-                    "only; cluster_settings (--cluster) is supported for ppo"
-                )
-            extra = {"cluster": chief} if chief is not None else {}
-            trainer = trainer_classes[settings.trainer_type](
-                name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, **extra
+            # Before any env starts: every worker must answer (one error naming the others).
+            from trainers.tf.cluster import Chief
+
+            chief = Chief(options.cluster_settings)
+            devices = chief.tower_devices
+            print(f"[INFO] cluster: {len(devices)} towers on {len(options.cluster_settings.workers)} workers: {', '.join(devices)}", flush=True)
+        else:
+            devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
+        status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
+        from envs.registry import parse_env_id
+
+        is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
+        try:
+            env = make_env_manager(
+                env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
+                unity=unity_options(options) if is_unity else None,
             )
-            trainers[name] = trainer
-            if model is not None:
-                _load_onnx_policy(trainer, model, name, spec, len(specs))
-            elif ckpt.resume or ckpt.inference:
-                # Any complete checkpoint on disk, even one the status file does not list
-                # yet (a run killed right after writing it); half-written ones are skipped.
-                candidates = checkpoint_candidates(run_dir, name, status)
-                found = restore_newest(trainer, candidates, _warn)
-                if found is None and candidates and ckpt.resume:
-                    raise CheckpointError(
-                        f"{run_dir}: no checkpoint of behavior {name} restores ({len(candidates)} found, "
-                        f"all incomplete or corrupt; newest {candidates[0][1]})"
+        except BaseException:
+            if chief is not None:
+                chief.end_workers()
+            raise
+        trainers: Dict[str, Trainer] = {}
+        trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
+        reporters: Dict[str, StatsReporter] = {}
+        restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
+        try:
+            # Unity games name behaviors `Name?team=N`: sections, folders and models go by Name.
+            specs = specs_by_name(env.behavior_specs)
+            for name in options.behaviors:
+                if name not in specs:
+                    raise ConfigError(
+                        f"behaviors.{name}: the environment {env_settings.env_path} has no such behavior "
+                        f"(it has: {', '.join(specs)})"
                     )
-                if found is not None:
+            settings_of = {name: _trainer_settings(options, name) for name in specs}
+            resumed = ckpt.resume and bool(status.behaviors)
+            # A resumed run continues its clock and its TensorBoard curves from the checkpoint
+            # (its step is known once it is restored, below, before anything is written).
+            elapsed = max((status.get_elapsed_seconds(n) for n in status.behaviors), default=0.0) if resumed else 0.0
+            # The writers open their files at the first write, after --force has cleared the run.
+            tensorboard = TensorboardWriter(run_dir)
+            writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
+            for name, spec in specs.items():
+                settings = settings_of[name]
+                reporters[name] = StatsReporter(name, writers)
+                # A chief's local session only acts: on its CPU, beside the variables.
+                if chief is not None and settings.trainer_type != "ppo":
+                    raise ConfigError(
+                        f"behaviors.{name}.trainer_type: {settings.trainer_type} runs on local devices "
+                        "only; cluster_settings (--cluster) is supported for ppo"
+                    )
+                extra = {"cluster": chief} if chief is not None else {}
+                trainer = trainer_classes[settings.trainer_type](
+                    name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, **extra
+                )
+                trainers[name] = trainer
+                if model is not None:
+                    _load_onnx_policy(trainer, model, name, spec, len(specs))
+                elif ckpt.resume or ckpt.inference:
+                    found = _restore_for_run(trainer, name, run_dir, status, ckpt)
                     trainer.episodes = status.get_episodes(name) if ckpt.resume else 0
                     if ckpt.resume:
                         restored[name] = found[0]
                         adopt_checkpoint(status, name, *found)
-                elif ckpt.resume:
-                    raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to resume from")
-            elif init_status is not None:
-                found = restore_newest(
-                    trainer, checkpoint_candidates(init_dir, name, init_status), _warn, reset_step=True
-                )
-                if found is None:
-                    raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
-            elif settings.init_path:
-                trainer.load(settings.init_path, reset_step=True)
-            if ckpt.inference:
-                trainer.step = 0
-        if restored:
-            tensorboard.resume_from(min(restored.values()))
-        for name in trainers:  # after resume_from: the first event opens the event file
-            reporters[name].add_property("hyperparameters", options.behavior_settings(name))
-        controller = TrainerController(
-            env,
-            trainers,
-            reporters,
-            run_dir,
-            status,
-            training=not ckpt.inference,
-            on_checkpoint=None if ckpt.inference else export_hook(_export_formats()),
-        )
-        controller.run()
+                elif init_status is not None:
+                    found = restore_newest(
+                        trainer, checkpoint_candidates(init_dir, name, init_status), _warn, reset_step=True
+                    )
+                    if found is None:
+                        raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
+                elif settings.init_path:
+                    trainer.load(settings.init_path, reset_step=True)
+                if ckpt.inference:
+                    trainer.step = 0
+            # Everything checked and every weight loaded: only now may --force delete.
+            if ckpt.force and existed and not ckpt.resume:
+                clear_run(run_dir)
+            wrote = True
+            write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
+            if restored:
+                tensorboard.resume_from(min(restored.values()))
+            for name in trainers:  # after resume_from: the first event opens the event file
+                reporters[name].add_property("hyperparameters", settings_of[name])
+            controller = TrainerController(
+                env,
+                trainers,
+                reporters,
+                run_dir,
+                status,
+                training=not ckpt.inference,
+                on_checkpoint=None if ckpt.inference else export_hook(_export_formats()),
+            )
+            controller.run()
+        finally:
+            env.close()
+            for trainer in trainers.values():
+                trainer.close()
+            for reporter in reporters.values():
+                reporter.close()
+            if chief is not None:
+                chief.end_workers()  # the run is over: the workers stop serving
     finally:
-        env.close()
-        for trainer in trainers.values():
-            trainer.close()
-        for reporter in reporters.values():
-            reporter.close()
-        if chief is not None:
-            chief.end_workers()  # the run is over: the workers stop serving
-    return 0
+        lock.release(remove_if_empty=not wrote)
+    return controller.exit_code
+
+
+def usage_error(program: str, doc: str, argv: Sequence[str], exc: DocoptExit) -> str:
+    """docopt's usage text, preceded by a line naming the option it did not know (docopt
+    itself only prints the usage), with the closest known option."""
+    import difflib
+    import re
+
+    known = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-h)\b", doc)))
+    for arg in argv:
+        if not arg.startswith("-") or arg == "-":
+            continue
+        option = arg.split("=", 1)[0]
+        if option not in known:
+            close = difflib.get_close_matches(option, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; see {program} --help"
+            return f"{program}: error: unknown option {option}{hint}\n{exc}"
+    return f"{program}: error: the arguments do not match the usage\n{exc}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -381,9 +451,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = docopt(__doc__, argv=argv, version=f"trainer-learn {__version__}")
     except DocoptExit as exc:
-        print(str(exc), file=sys.stderr)
+        print(usage_error("trainer-learn", __doc__, argv, exc), file=sys.stderr)
         return 2
     debug = bool(args.get("--debug"))
+    if debug:
+        show_tensorflow_logs()  # before TensorFlow is imported
     try:
         if args.get("--worker"):
             return run_worker(args["--cluster"], args.get("--task-index"))
@@ -413,6 +485,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if debug:
             raise
         print(f"trainer-learn: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a read-only or full disk, a folder that is a file: the user's to fix
+        if debug:
+            raise
+        print(f"trainer-learn: error: {os_error_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         # Ctrl-C outside the training loop (which saves and returns by itself): while

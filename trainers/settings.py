@@ -28,7 +28,13 @@ Values given on the command line beat the file and are reported as
 YAML details handled here: ``5.0e4`` and ``3e-4`` are numbers (PyYAML reads them as strings
 by default), a float that is a whole number is accepted where an integer is meant, booleans
 are strictly ``true``/``false``, and a key given twice in one mapping keeps its last value
-with one warning line naming the file, line and key.
+with one warning line naming the file, line and key. A file over 256 KiB, nested deeper
+than 64 levels, expanding (aliases counted at each use) to more than 100,000 values, with
+a recursive alias or an integer of more than 100 digits is refused before anything is
+built from it; sizes that cannot be built or allocated (``hidden_units``, ``num_layers``,
+``memory_size``, ``sequence_length``, ``buffer_size``, ``encoding_size``: the ``MAX_*``
+constants) are refused with the YAML path and the limit. A value or key quoted in a
+message is cut to about 80 characters.
 
 Defaults follow the TensorFlow era of the nested format (ML-Agents release 3 to release 10,
 our lineage): its settings.py had no ``beta_schedule``/``epsilon_schedule``, and its PPO
@@ -39,11 +45,14 @@ eras differ only for ``learning_rate_schedule: constant`` without them).
 
 Keys of other ML-Agents releases (``framework``, ``even_checkpoints``,
 ``network_settings.deterministic``/``goal_conditioning_type``, a reward signal's
-``network_settings``, ``env_settings.num_areas`` and the Unity process keys,
+``network_settings``, ``env_settings.num_areas`` for a non-Unity env and the Unity process keys,
 ``checkpoint_settings.load_model``/``train_model``, ``torch_settings``,
-``environment_parameters: null``, ``self_play: null``) are translated when we can honour
-them, else reported by one warning line each (see "Keys of other ML-Agents releases"
-below); warnings go to ``on_warning`` of `load_settings`, by default stderr.
+``environment_parameters: null``, ``self_play: null``, the stray ``gamma`` of 0.10-0.16
+flat SAC configs) are translated when we can honour them, else reported by one warning
+line each (see "Keys of other ML-Agents releases" below); warnings go to ``on_warning``
+of `load_settings`, by default stderr. In the flat format a section's ``trainer:`` is
+checked before its keys, so an unsupported trainer (0.9's ``offline_bc``/``online_bc``) is
+the line shown, not one of its own keys.
 
 Relative ``demo_path`` values (GAIL, behavioral cloning) are resolved against the config
 file's directory when the file exists there, else against the current working directory
@@ -86,7 +95,7 @@ from typing import (
 import yaml
 
 from trainers import __version__
-from trainers.exceptions import ConfigError
+from trainers.exceptions import SHOWN_CHARS, ConfigError, shorten
 
 TrainerType = Literal["ppo", "sac"]
 ScheduleType = Literal["linear", "constant"]
@@ -113,8 +122,16 @@ class _InvalidField(ConfigError):
         self.message = message
 
 
+_SHOWN_CHARS = SHOWN_CHARS
+_shorten = shorten
+
+
 def _describe(value: Any) -> str:
-    """How a value is shown in an error message (YAML spelling for null and booleans)."""
+    """How a value is shown in an error message (YAML spelling for null and booleans).
+
+    Every message that quotes a value goes through here, so none grows past about
+    `_SHOWN_CHARS` characters for the value (see `_shorten`).
+    """
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -123,7 +140,15 @@ def _describe(value: Any) -> str:
         return "a mapping"
     if isinstance(value, (list, tuple)):
         return "a list"
-    return repr(value)
+    if _is_int(value) and value.bit_length() > 3 * _SHOWN_CHARS:
+        # repr() of an int over 4300 digits raises ValueError (Python 3.11's limit).
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    if isinstance(value, str):
+        shown = repr(value)
+        if len(shown) > _SHOWN_CHARS:
+            shown = f"{shown[: _SHOWN_CHARS - 3]}... ({len(value)} characters)"
+        return shown
+    return _shorten(repr(value))
 
 
 # Common spellings from other RL libraries and from the other ML-Agents format; a suggestion
@@ -190,7 +215,7 @@ def _check_int(
     if not _is_int(value):
         raise _InvalidField(key, f"expected an integer, got {_describe(value)}")
     if minimum is not None and value < minimum:
-        raise _InvalidField(key, f"expected an integer >= {minimum}, got {value}")
+        raise _InvalidField(key, f"expected an integer >= {minimum}, got {_describe(value)}")
 
 
 def _check_number(
@@ -210,7 +235,7 @@ def _check_number(
     if not _is_number(value):
         raise _InvalidField(key, f"expected a number, got {_describe(value)}")
     if not math.isfinite(value):
-        raise _InvalidField(key, f"expected a finite number, got {value}")
+        raise _InvalidField(key, f"expected a finite number, got {_describe(value)}")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if not (too_low or too_high):
@@ -222,7 +247,7 @@ def _check_number(
         expected = f"a number {'>' if low_open else '>='} {low:g}"
     else:
         expected = f"a number {'<' if high_open else '<='} {high:g}"
-    raise _InvalidField(key, f"expected {expected}, got {value}")
+    raise _InvalidField(key, f"expected {expected}, got {_describe(value)}")
 
 
 def _check_bool(obj: Any, key: str) -> None:
@@ -252,7 +277,7 @@ def _check_choice(obj: Any, key: str, choices: Tuple[str, ...], *, optional: boo
 def _choice_message(value: Any, choices: Tuple[str, ...]) -> str:
     expected = ", ".join(choices)
     if isinstance(value, str):
-        return f"unknown value {value!r}; expected one of {expected}{_suggestion(value, choices)}"
+        return f"unknown value {_describe(value)}; expected one of {expected}{_suggestion(value, choices)}"
     return f"expected one of {expected}, got {_describe(value)}"
 
 
@@ -262,6 +287,61 @@ def _check_instance(obj: Any, key: str, kind: type, *, optional: bool = False) -
         return
     if not isinstance(value, kind):
         raise _InvalidField(key, f"expected {kind.__name__}, got {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------------------
+# Size limits (issue 30): refused when the settings are built, before any graph or buffer.
+#
+# Each limit is far above anything ML-Agents ships (the largest values in every config of
+# its history, 0.9 to 1.1: hidden_units 512, num_layers 4, memory_size 256,
+# sequence_length 64, encoding_size 256, buffer_size 2,000,000 for SAC Pyramids) or a real
+# run needs, and low enough that what passes can be built: a larger value either cannot be
+# allocated (a TensorFlow or numpy traceback) or builds for many minutes without a word.
+# --------------------------------------------------------------------------------------
+
+MAX_HIDDEN_UNITS = 8192
+"""Units of one hidden layer (``hidden_units``, a signal's ``encoding_size``): one layer of
+8192 x 8192 is already 64 M weights (256 MiB of float32; Adam keeps two more copies)."""
+MAX_NUM_LAYERS = 64
+"""Hidden layers of one network. Each is built into every network's graph (actor, critic,
+each tower): 64 layers of 32 units build in 16 s on the 2-core machine, 256 in 80 s; the
+attack round's 5000 would build for about half an hour."""
+MAX_BODY_WEIGHTS = 2**28
+"""Hidden weights of one network body (num_layers x hidden_units^2): 1 GiB of float32 per
+network, before the critic's copy and Adam's two slots."""
+MAX_MEMORY_SIZE = 8192
+"""LSTM memory, concat(c, h): 4096 LSTM units; every step in the update buffer also keeps
+its memory."""
+MAX_SEQUENCE_LENGTH = 1024
+"""Steps of one training sequence. The LSTM is unrolled into the update graph step by step
+(trainers/tf/lstm.py): 64 steps build in 6 s on the 2-core machine, 256 in 24 s, 1024 in
+85 s; the attack round's 100000 would build for hours."""
+MAX_BUFFER_SIZE = 10**8
+"""Experiences one buffer holds (PPO's update buffer; SAC's replay buffer, allocated whole
+at its first trajectory). The smallest row is about 28 bytes (a 1-float observation and
+its successor, one action, reward, done, mask): 10^8 rows need 2.8 GB at the least and
+about 80 GB for a 100-float observation, so more cannot plausibly fit in memory."""
+
+
+def _check_at_most(obj: Any, key: str, limit: int, unit: str, why: str) -> None:
+    """An integer field (already checked as one) at most `limit`; `why` explains it."""
+    value = getattr(obj, key)
+    if value > limit:
+        raise _InvalidField(key, f"expected at most {limit} {unit}, got {_describe(value)} ({why})")
+
+
+def _check_hidden_units(obj: Any, key: str) -> None:
+    _check_at_most(
+        obj, key, MAX_HIDDEN_UNITS, "units",
+        f"one layer of {MAX_HIDDEN_UNITS} units is already 256 MiB of weights",
+    )
+
+
+def _check_buffer_size(obj: Any) -> None:
+    _check_at_most(
+        obj, "buffer_size", MAX_BUFFER_SIZE, "experiences",
+        "the buffer is held in memory; 10^8 rows of the smallest observation already need 2.8 GB",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -303,6 +383,7 @@ class PPOSettings:
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
         _check_int(self, "buffer_size", 1)
+        _check_buffer_size(self)
         _check_number(self, "learning_rate", 0.0, low_open=True)
         _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
         _check_number(self, "beta", 0.0)
@@ -358,6 +439,7 @@ class SACSettings:
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
         _check_int(self, "buffer_size", 1)
+        _check_buffer_size(self)
         _check_number(self, "learning_rate", 0.0, low_open=True)
         _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
         _check_int(self, "buffer_init_steps", 0)
@@ -399,7 +481,14 @@ class MemorySettings:
             raise _InvalidField(
                 "memory_size", f"expected an even integer >= 2, got {self.memory_size}"
             )
+        _check_at_most(
+            self, "memory_size", MAX_MEMORY_SIZE, "floats", f"an LSTM of {MAX_MEMORY_SIZE // 2} units"
+        )
         _check_int(self, "sequence_length", 1)
+        _check_at_most(
+            self, "sequence_length", MAX_SEQUENCE_LENGTH, "steps",
+            "the LSTM is unrolled into the graph step by step; 1024 steps take ~1.5 minutes to build",
+        )
 
 
 @dataclass(frozen=True)
@@ -422,7 +511,19 @@ class NetworkSettings:
     def __post_init__(self) -> None:
         _check_bool(self, "normalize")
         _check_int(self, "hidden_units", 1)
+        _check_hidden_units(self, "hidden_units")
         _check_int(self, "num_layers", 1)
+        _check_at_most(
+            self, "num_layers", MAX_NUM_LAYERS, "layers",
+            "every layer is built into the graph; 64 take ~16 s to build",
+        )
+        weights = self.num_layers * self.hidden_units**2
+        if weights > MAX_BODY_WEIGHTS:
+            raise _InvalidField(
+                "num_layers",
+                f"{self.num_layers} layers of {self.hidden_units} units are {weights} weights; "
+                f"expected at most {MAX_BODY_WEIGHTS} (1 GiB of float32) per network",
+            )
         _check_choice(self, "vis_encode_type", ENCODER_TYPES)
         _check_instance(self, "memory", MemorySettings, optional=True)
         _check_choice(self, "activation", ACTIVATION_TYPES)
@@ -463,6 +564,7 @@ class CuriositySettings(RewardSignalSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_int(self, "encoding_size", 1)
+        _check_hidden_units(self, "encoding_size")
         _check_number(self, "learning_rate", 0.0, low_open=True)
         _check_signal_network(self)
 
@@ -490,6 +592,7 @@ class GAILSettings(RewardSignalSettings):
         super().__post_init__()
         _check_str(self, "demo_path")
         _check_int(self, "encoding_size", 1)
+        _check_hidden_units(self, "encoding_size")
         _check_number(self, "learning_rate", 0.0, low_open=True)
         _check_bool(self, "use_actions")
         _check_bool(self, "use_vail")
@@ -643,6 +746,8 @@ class EnvSettings:
     # --- Unity (issue 12): the other Unity keys live in engine_settings, read by envs/unity.
     timeout_wait: int = 60
     """Seconds a Unity build (or the Editor) has to connect, and to answer each step."""
+    num_areas: int = 1
+    """Training areas each Unity build instantiates (sent in the handshake, as ML-Agents does)."""
 
     def __post_init__(self) -> None:
         _check_str(self, "env_path", optional=True)
@@ -658,6 +763,7 @@ class EnvSettings:
         if self.base_port > 65535:
             raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
         _check_int(self, "timeout_wait", 1)
+        _check_int(self, "num_areas", 1)
 
 
 @dataclass(frozen=True)
@@ -723,7 +829,7 @@ def _check_address(key: str, value: Any) -> str:
         raise _InvalidField(key, f"expected host:port (quote it), got {_describe(value)}")
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _InvalidField(key, f"expected host:port with a port in 1..65535, got {value!r}")
+        raise _InvalidField(key, f"expected host:port with a port in 1..65535, got {_describe(value)}")
     return value
 
 
@@ -849,17 +955,78 @@ class RunOptions:
 # --------------------------------------------------------------------------------------
 
 
+#: Deepest nesting of mappings and lists accepted. ML-Agents' own configs nest at most 6
+#: levels (behaviors.X.reward_signals.gail.network_settings.memory); PyYAML composes and
+#: constructs recursively, so a file nested thousands deep ended in a 2,999-line
+#: RecursionError traceback (issue 30). 64 leaves room for any env_args a user writes.
+_MAX_NESTING = 64
+
+#: Most values (scalars, mappings and lists, every alias counted where it is used) one file
+#: may expand to. ML-Agents' largest config has a few hundred; aliases that repeat aliases
+#: ("billion laughs") would expand to billions when the resolved configuration is written.
+_MAX_VALUES = 100_000
+
+#: Largest config file read, in bytes: 37 times ML-Agents' largest shipped config (7 KB).
+#: PyYAML's Python reader takes about 30 s a megabyte of short values, so a larger file is
+#: refused before it is parsed (a 4.7 MB list took 86 s to be refused after parsing).
+_MAX_FILE_BYTES = 256 * 1024
+
+#: Longest integer literal accepted, in digits. Python refuses to read an int of more than
+#: 4300 digits (a ValueError traceback from inside PyYAML); no setting needs more than 20.
+_MAX_INT_DIGITS = 100
+
+
+class _Refused(Exception):
+    """A YAML document this loader will not build (too deep, too large); reported with
+    the line it was found on."""
+
+    def __init__(self, message: str, mark: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = mark.line + 1 if mark is not None else None
+
+
 class _ConfigLoader(yaml.SafeLoader):
     """SafeLoader that reads ``5.0e4``/``3e-4`` as floats and records duplicate keys.
 
     A key given twice in one mapping keeps its last value, as PyYAML and ML-Agents do
     (Unity's own 0.10/0.12 configs repeat ``sequence_length`` and ``use_recurrent``);
     ``duplicates`` holds ``(line, key)`` of each repetition, for one warning line each.
+
+    It refuses (`_Refused`) nesting deeper than `_MAX_NESTING` while composing, and an
+    integer of more than `_MAX_INT_DIGITS` digits; `_check_expansion` refuses what aliases
+    would expand to, between composing and constructing.
     """
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.duplicates: List[Tuple[int, Any]] = []
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # The composer recurses once per level; counting here refuses a deep document
+        # before Python's own recursion limit is reached.
+        self._depth += 1
+        try:
+            if self._depth > _MAX_NESTING:
+                raise _Refused(
+                    f"nesting too deep: more than {_MAX_NESTING} levels",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """SafeConstructor's int, refused past `_MAX_INT_DIGITS` digits (Python's int()
+        raises a ValueError over 4300 digits, which PyYAML does not catch)."""
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > _MAX_INT_DIGITS:
+            raise _Refused(
+                f"an integer of {digits} digits: expected at most {_MAX_INT_DIGITS} digits",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
         seen = set()
@@ -877,6 +1044,8 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
+
 # YAML 1.1 (PyYAML) needs a dot and a signed exponent for a float; YAML 1.2 and every
 # ML-Agents user do not ("5.0e4", "3e-4").
 _ConfigLoader.add_implicit_resolver(
@@ -886,13 +1055,95 @@ _ConfigLoader.add_implicit_resolver(
 )
 
 
-def _read_yaml(path: str) -> Tuple[Any, List[Tuple[int, Any]]]:
-    """The YAML document and the ``(line, key)`` of every duplicate key."""
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuses a recursive alias, and aliases that expand past `_MAX_VALUES` values or
+    `_MAX_NESTING` levels (an alias of a deep list placed deep in another one).
+
+    Measures the composed nodes, each shared node once (memoised), so the measure is cheap
+    even where the expansion would not be; the walk is as deep as the composed nesting,
+    which `_ConfigLoader.compose_node` has bounded.
+    """
+    measured: Dict[int, Tuple[int, int]] = {}  # id(node) -> (values, levels) it expands to
+    open_nodes: set = set()
+
+    def measure(node: yaml.Node) -> Tuple[int, int]:
+        key = id(node)
+        if key in measured:
+            return measured[key]
+        if key in open_nodes:
+            raise _Refused("a recursive alias (a mapping or list that contains itself)", node.start_mark)
+        open_nodes.add(key)
+        if isinstance(node, yaml.MappingNode):
+            children = [measure(n) for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [measure(n) for n in node.value]
+        else:
+            children = []
+        open_nodes.discard(key)
+        values = 1 + sum(v for v, _ in children)
+        levels = 1 + max((d for _, d in children), default=0)
+        if values > _MAX_VALUES:
+            raise _Refused(
+                f"more than {_MAX_VALUES} values, counting each use of an alias (ML-Agents' "
+                "configs hold a few hundred)",
+                node.start_mark,
+            )
+        if levels > _MAX_NESTING:
+            raise _Refused(
+                f"nesting too deep: more than {_MAX_NESTING} levels once aliases are expanded",
+                node.start_mark,
+            )
+        measured[key] = (values, levels)
+        return values, levels
+
+    measure(root)
+
+
+def _key_lines(root: Optional[yaml.Node]) -> Dict[Tuple[str, ...], int]:
+    """Line (1-based) of every key of the top-level mapping and of its sections' mappings:
+    ``("VisualHallway", "gamma") -> 229``, for warnings that name a line."""
+    lines: Dict[Tuple[str, ...], int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key_node, value_node in root.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        lines[(key_node.value,)] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.MappingNode):
+            for inner_key, _ in value_node.value:
+                if isinstance(inner_key, yaml.ScalarNode):
+                    lines[(key_node.value, inner_key.value)] = inner_key.start_mark.line + 1
+    return lines
+
+
+@dataclass
+class _YamlFile:
+    """A config file as read: the document, the ``(line, key)`` of every duplicate key, and
+    the line of the keys of its top two levels (see `_key_lines`)."""
+
+    doc: Any
+    duplicates: List[Tuple[int, Any]]
+    key_lines: Dict[Tuple[str, ...], int]
+
+
+def _read_yaml(path: str) -> _YamlFile:
+    """Reads and constructs a YAML file; every problem is one-line ConfigError."""
     try:
         with open(path, "r", encoding="utf-8") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if size > _MAX_FILE_BYTES:
+                raise ConfigError(
+                    f"{path}: {size} bytes: expected a trainer configuration of at most "
+                    f"{_MAX_FILE_BYTES} bytes (256 KiB; ML-Agents' largest is 7 KB)"
+                )
             loader = _ConfigLoader(stream)
             try:
-                return loader.get_single_data(), loader.duplicates
+                node = loader.get_single_node()
+                if node is None:
+                    return _YamlFile(None, [], {})
+                _check_expansion(node)
+                doc = loader.construct_document(node)
+                return _YamlFile(doc, loader.duplicates, _key_lines(node))
             finally:
                 loader.dispose()
     except FileNotFoundError:
@@ -903,13 +1154,19 @@ def _read_yaml(path: str) -> Tuple[Any, List[Tuple[int, Any]]]:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not a text file ({error.reason})") from None
+    except _Refused as error:
+        where = f"line {error.line}: " if error.line is not None else ""
+        raise ConfigError(f"{path}: {where}{error.message}") from None
+    except RecursionError:
+        # Not expected below _MAX_NESTING; kept so that no input gives a traceback.
+        raise ConfigError(f"{path}: nesting too deep for this YAML reader") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = " ".join(str(error.problem or error.context or "syntax error").split())
+        problem = _shorten(" ".join(str(error.problem or error.context or "syntax error").split()))
         raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(error).split())}") from None
+        raise ConfigError(f"{path}: invalid YAML: {_shorten(' '.join(str(error).split()))}") from None
 
 
 # --------------------------------------------------------------------------------------
@@ -941,7 +1198,12 @@ class _Where:
         key = str(key)
         if key in self.remap:
             return self.remap[key]
+        key = _shorten(key)  # a pasted 4 KB key must not make a 4 KB message
         return f"{self.path}.{key}" if self.path else key
+
+    def dotted(self, key: Any) -> str:
+        """'path.key' (no file)."""
+        return self._join(key)
 
     def key(self, key: Any) -> str:
         """'file: path.key'."""
@@ -1098,6 +1360,8 @@ class _Source:
         self.dir = os.path.dirname(os.path.abspath(path))
         self.warnings: List[str] = []
         self._warned: set = set()
+        # Line of each key of the top two levels (`_key_lines`), for warnings naming a line.
+        self.key_lines: Dict[Tuple[str, ...], int] = {}
         # Locations of `network_settings.deterministic: true`, refused unless --inference.
         self.deterministic_at: List[str] = []
 
@@ -1192,6 +1456,9 @@ _NESTED_HOMES: Dict[str, str] = {
 def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSettings:
     """A ``behaviors.<name>`` or ``default_settings`` section (already merged)."""
     data = _compat_trainer(_as_mapping(raw, where), where, source)
+    # The trainer type first: a trainer we do not support has keys of its own, and the
+    # line to show is "not supported", not "unknown key" for one of them.
+    trainer_type = _trainer_type(data.get("trainer_type", "ppo"), where, "trainer_type")
     names = _field_names(TrainerSettings)
     for key in data:
         if key in _NESTED_HOMES:
@@ -1199,7 +1466,6 @@ def _trainer_from_nested(raw: Any, where: _Where, source: _Source) -> TrainerSet
             raise _fail(where.key(key), f"unknown key; did you mean {_NESTED_HOMES[key]}?")
         if key not in names:
             raise _unknown_key(key, names, where)
-    trainer_type = _trainer_type(data.get("trainer_type", "ppo"), where, "trainer_type")
     hyper_where = where.child("hyperparameters")
     prebuilt = {
         "trainer_type": trainer_type,
@@ -1310,10 +1576,51 @@ def _legacy_steps_per_update(
     return values["train_interval"] / values["num_update"]
 
 
-def _check_flat_keys(section: Mapping[Any, Any], where: _Where) -> None:
+# Keys that ML-Agents' own flat configs carry although no trainer of theirs read them:
+# `gamma` directly in a behavior section of sac_trainer_config.yaml (VisualHallway,
+# VisualPushBlock) from 0.10 (SAC's first release) to release_1 (0.16). Their trainers
+# copied the section into a dict of parameters and read only the keys they knew
+# (ml-agents/mlagents/trainers/trainer_util.py `initialize_trainer`); the discount is
+# reward_signals.<signal>.gamma (sac/optimizer.py). Before 0.9 (no reward_signals) a
+# top-level gamma *was* the discount, so it is only ignored beside reward_signals.
+# Each maps to (the warning when ignored, the error's hint without reward_signals).
+_FLAT_IGNORED_KEYS: Dict[str, Tuple[str, str]] = {
+    "gamma": (
+        "ignored, as ML-Agents 0.10 to 0.16 ignored it; the discount factor is "
+        "reward_signals.<signal>.gamma",
+        "unknown key; did you mean reward_signals.extrinsic.gamma?",
+    ),
+}
+
+
+def _check_flat_section(
+    section: Dict[Any, Any],
+    name: str,
+    default: Mapping[Any, Any],
+    source: _Source,
+) -> Dict[Any, Any]:
+    """One section of the flat format checked: its ``trainer:`` first (an unsupported
+    trainer is the line to show, not one of that trainer's own keys), then its keys.
+    Returns the section without the keys ML-Agents ignored (`_FLAT_IGNORED_KEYS`), each
+    reported by one warning line naming the file, line and key."""
+    where = _Where(source.name).child(name)
+    if "trainer" in section:
+        _trainer_type(section["trainer"], where, "trainer")
+    kept = dict(section)
     for key in section:
-        if key not in _FLAT_KEYS:
-            raise _unknown_key(key, _FLAT_KEYS, where)
+        if key in _FLAT_KEYS:
+            continue
+        if key in _FLAT_IGNORED_KEYS:
+            ignored, hint = _FLAT_IGNORED_KEYS[key]
+            if "reward_signals" in section or "reward_signals" in default:
+                line = source.key_lines.get((str(name), str(key)))
+                at = f"{source.name}: line {line}" if line is not None else source.name
+                source.warn(f"{at}: {where.dotted(key)}", ignored, (name, key))
+                del kept[key]
+                continue
+            raise _fail(where.key(key), hint)
+        raise _unknown_key(key, _FLAT_KEYS, where)
+    return kept
 
 
 def _trainer_from_flat(
@@ -1520,6 +1827,16 @@ def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli
         section = _as_mapping(raw, behavior_where)
         merged = {**_merge_over_default(default_raw, section), **max_steps}
         behaviors[str(name)] = _trainer_from_nested(merged, behavior_where, source)
+    if not behaviors and doc.get("default_settings") is None and max_steps:
+        # Which behaviors the environment has is known only once it runs. Without a
+        # section or default_settings, trainers/learn.py refuses each of them, as ML-Agents
+        # does since release 17 (settings.py `DefaultTrainerDict.__missing__`); here
+        # --max-steps made default_settings, so they would all train with the defaults.
+        source.warn(
+            behaviors_where.here(),
+            "no behavior is configured and there is no default_settings: every behavior the "
+            "environment reports trains with the default settings (and --max-steps)",
+        )
 
     options = _construct(
         RunOptions,
@@ -1537,7 +1854,7 @@ def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli
 def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli]) -> RunOptions:
     where = _Where(source.name)
     default = _as_mapping(doc["default"], where.child("default"))
-    _check_flat_keys(default, where.child("default"))
+    default = _check_flat_section(default, "default", default, source)
     max_steps = cli.get("max_steps")
     default_settings = _trainer_from_flat(default, {}, "default", source, max_steps)
     behaviors: Dict[str, TrainerSettings] = {}
@@ -1545,7 +1862,7 @@ def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli])
         if name == "default":
             continue
         section = _as_mapping(raw, where.child(name))
-        _check_flat_keys(section, where.child(name))
+        section = _check_flat_section(section, str(name), default, source)
         behaviors[str(name)] = _trainer_from_flat(default, section, str(name), source, max_steps)
     return _construct(
         RunOptions,
@@ -1587,9 +1904,13 @@ def load_settings(
     """
     cli = _cli_values(cli_overrides)
     source = _Source(path)
-    doc, duplicates = _read_yaml(path)
-    for line, key in duplicates:
-        source.warn(f"{path}: line {line}", f"duplicate key {key!r}; the last value is used", (line, key))
+    read = _read_yaml(path)
+    doc = read.doc
+    source.key_lines = read.key_lines
+    for line, key in read.duplicates:
+        source.warn(
+            f"{path}: line {line}", f"duplicate key {_describe(key)}; the last value is used", (line, key)
+        )
     if doc is None:
         raise ConfigError(f"{path}: the file is empty; expected a trainer configuration")
     if not isinstance(doc, Mapping):
@@ -1609,7 +1930,7 @@ def load_settings(
     hint = _suggestion(first, _NESTED_KEYS + ("default",)) if first is not None else ""
     raise ConfigError(
         f"{path}: not a trainer configuration: expected a behaviors: section (nested format) "
-        f"or a default: section (flat format), found {first!r}{hint}"
+        f"or a default: section (flat format), found {_describe(first)}{hint}"
     )
 
 
@@ -1737,14 +2058,15 @@ def _compat_signal(name: str, section: Any, where: _Where, source: _Source) -> A
 def _compat_env(raw: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any, Any]:
     raw = dict(raw)
     if "num_areas" in raw:
-        value = raw.pop("num_areas")
+        value = raw["num_areas"]
         if not _is_int(value) or value < 1:
             raise _fail(where.key("num_areas"), f"expected an integer >= 1, got {_describe(value)}")
-        if value != 1:
+        env_path = raw.get("env_path")
+        if value != 1 and isinstance(env_path, str) and env_path.startswith(("builtin:", "gym:")):
             source.warn(
                 where.key("num_areas"),
-                f"{value}: ignored (training areas are instantiated by a Unity build); "
-                "use agents_per_env for more agents per environment",
+                f"{value}: ignored (training areas are instantiated by a Unity build, and "
+                f"{env_path} is not one); use agents_per_env for more agents per environment",
             )
     for key, default in _UNITY_PROCESS_KEYS.items():
         if key in raw:
@@ -1888,9 +2210,13 @@ def to_dict(options: Any) -> Dict[str, Any]:
 def load_cluster_file(path: str) -> ClusterSettings:
     """Reads ``--cluster=<file>``: a cluster file (``chief:``, ``workers:``, ...) or a
     trainer config with a ``cluster_settings:`` section."""
-    doc, duplicates = _read_yaml(path)
-    for line, key in duplicates:
-        print(f"[WARNING] {path}: line {line}: duplicate key {key!r}; the last value is used", file=sys.stderr)
+    read = _read_yaml(path)
+    doc = read.doc
+    for line, key in read.duplicates:
+        print(
+            f"[WARNING] {path}: line {line}: duplicate key {_describe(key)}; the last value is used",
+            file=sys.stderr,
+        )
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{path}: expected a mapping with chief: and workers:, got {_describe(doc)}")
     where = _Where(path)

@@ -14,7 +14,7 @@ from typing import Any, Dict, Hashable, Mapping, Optional, Sequence
 import numpy as np
 
 from envs.base_env import BehaviorSpec
-from trainers.exceptions import CheckpointError
+from trainers.exceptions import CheckpointError, op_error_reason
 from trainers.policy import Policy
 from trainers.reward_signals.base import RewardSignal
 from trainers.reward_signals.factory import create_reward_signals
@@ -127,7 +127,10 @@ class Trainer:
         os.makedirs(directory, exist_ok=True)
         self.policy.set_step(self.step)
         prefix = self.checkpoint_prefix(directory, self.step)
-        self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
+        try:
+            self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
+        except tf.errors.OpError as exc:  # a full disk, a folder made read-only mid-run
+            raise CheckpointError(f"{prefix}: cannot write the checkpoint ({op_error_reason(exc)})") from None
         return prefix
 
     def load(self, prefix: str, reset_step: bool = False) -> None:
@@ -137,8 +140,7 @@ class Trainer:
         try:
             self._saver.restore(self.policy.session, prefix)
         except (tf.errors.OpError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({first})") from None
+            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({op_error_reason(exc)})") from None
         if reset_step:
             self.policy.set_step(0)
             self.step = 0
@@ -156,3 +158,10 @@ class Trainer:
     @property
     def is_training_done(self) -> bool:
         return self.step >= self.settings.max_steps
+
+    @property
+    def may_update(self) -> bool:
+        """ML-Agents' ``should_still_train``: updates run while ``step <= max_steps``, so a
+        buffer that fills exactly at ``max_steps`` is still learned from before the run ends
+        (``is_training_done`` ends the loop at ``step >= max_steps``)."""
+        return self.step <= self.settings.max_steps

@@ -50,7 +50,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, ObservationKind, ObservationSpec
+from envs.base_env import ActionSpec, ActionTuple, BehaviorId, BehaviorSpec, ObservationKind, ObservationSpec
 from envs.demo import demonstration_pb2 as pb
 from envs.demo.framing import (
     BRAIN_PARAMETERS_OFFSET,
@@ -87,7 +87,9 @@ class DemoInfo:
             rewards / number_episodes).
         record_format: ``"legacy"``, ``"pair"`` or ``"pair+action_spec"`` (``"mixed"`` for
             a directory of files of several eras).
-        behavior_name: the brain / behavior name of the behavior parameters.
+        behavior_name: the brain / behavior name of the behavior parameters, exactly as
+            recorded: Unity's DemonstrationRecorder writes ``FullyQualifiedBehaviorName``,
+            ``Name?team=N`` since ML-Agents 0.14 (see `behavior_id`).
         path: the file (or directory) read.
     """
 
@@ -99,6 +101,12 @@ class DemoInfo:
     record_format: str
     behavior_name: str = ""
     path: str = ""
+
+    @property
+    def behavior_id(self) -> BehaviorId:
+        """`behavior_name` split as ML-Agents splits it: ``.name`` is the config section a
+        recording of ``3DBall?team=0`` belongs to (``3DBall``), ``.team`` its team."""
+        return BehaviorId.parse(self.behavior_name)
 
 
 @dataclass

@@ -16,14 +16,22 @@ majors must match, and a different minor only warns. We speak API 1.5.0; a game 
 to 1.4 works (vector_actions instead of continuous/discrete actions when the game lacks the
 hybridActions capability).
 
+Behavior names are reported as the game sends them: ``Name?team=N`` from every Unity
+package since ML-Agents 0.14 (``BehaviorParameters.FullyQualifiedBehaviorName``), as
+ML-Agents' own low-level API reports them; the trainer maps them onto config sections,
+results folders and model names with `envs.base_env.BehaviorId` (the team id is kept for
+self-play).
+
 Mapping to our API: for each behavior, agents whose info says ``done`` are `TerminalSteps`
 (``interrupted`` = ``max_step_reached``), the others `DecisionSteps`, in the order Unity
 sent them (Unity applies the actions in that order). Unity keeps an agent's id across
 episodes; our API gives a new episode a new id, so ids are remapped (an id that ended an
 episode gets a fresh one when it next asks for a decision). Visual observations (PNG or
 float, ``(H, W, C)`` or ML-Agents 2.0's ``(C, H, W)``) become ``(H, W, C)`` in [0, 1] (the
-`.demo` reader's decoding). Not supported (a clear `EnvError`): variable-length (rank-2)
-observations; group rewards are ignored.
+`.demo` reader's decoding; a grayscale camera arrives as an RGB PNG, Unity's CameraSensor
+encoding, and its colours are averaged as ML-Agents' ``process_pixels`` does). Not
+supported (a clear `EnvError`): variable-length (rank-2) observations; group rewards are
+ignored.
 """
 from __future__ import annotations
 
@@ -175,6 +183,15 @@ class EngineConfig:
     target_frame_rate: Optional[int] = -1
     capture_frame_rate: Optional[int] = 60
     no_graphics: bool = False
+    """Every build runs with ``-nographics -batchmode``."""
+    no_graphics_monitor: bool = False
+    """Worker 0 renders, the others run with ``-nographics -batchmode`` (ML-Agents R22's
+    ``no_graphics_monitor``: watch one game while the rest train headless)."""
+
+    def no_graphics_for(self, worker_id: int) -> bool:
+        """Whether worker ``worker_id``'s build starts without graphics (ML-Agents'
+        ``no_graphics or no_graphics_monitor and worker_id != 0``)."""
+        return self.no_graphics or (self.no_graphics_monitor and worker_id != 0)
 
 
 @dataclass
@@ -222,7 +239,7 @@ class UnityEnv(BaseEnv):
         side_channels: Sequence[SideChannel] = (),
         host: str = "localhost",
         log: Callable[[str], None] = lambda s: print(s, flush=True),
-        num_areas: int = 0,
+        num_areas: int = 1,
         abort: Optional[threading.Event] = None,
     ) -> None:
         """
@@ -239,12 +256,17 @@ class UnityEnv(BaseEnv):
             side_channels: extra channels (besides engine, parameters, stats, string log).
             host: interface the server listens on (loopback by default).
             log: where info lines go.
-            num_areas: training areas to instantiate (API 1.5+ packages that read it; 0 = the scene's).
+            num_areas: training areas the game instantiates, sent in the initialization input
+                (``UnityRLInitializationInputProto.num_areas``, read by the
+                ``TrainingAreaReplicator`` of com.unity.ml-agents 2.2+; older packages ignore
+                the field). ML-Agents' default is 1: the scene's own area.
             abort: set by another thread to give up waiting for the game (Ctrl-C while
                 games start in threads); checked about every 0.25 s.
         """
         if file_name is None and worker_id != 0:
             raise EnvError("the Unity Editor is one environment: use num_envs 1 without a build path")
+        if isinstance(num_areas, bool) or not isinstance(num_areas, (int, np.integer)) or num_areas < 1:
+            raise EnvError(f"env_settings.num_areas: expected an integer >= 1, got {num_areas!r}")
         self._closed = False
         self._proc: Optional[subprocess.Popen] = None
         self._server: Optional[ExchangeServer] = None
@@ -285,7 +307,9 @@ class UnityEnv(BaseEnv):
                     f"another run may hold it (choose another with --base-port)"
                 ) from None
             if file_name is not None:
-                self._proc = self._launch(file_name, int(worker_id), engine.no_graphics, additional_args, log_folder)
+                self._proc = self._launch(
+                    file_name, int(worker_id), engine.no_graphics_for(int(worker_id)), additional_args, log_folder
+                )
             else:
                 log(
                     f"[INFO] Listening on port {self.port}. Start training by pressing the Play button in the "

@@ -7,6 +7,19 @@ discrete branch (size 2: -1 / +1) moves one coordinate by ``step_size``; the epi
 when every coordinate reaches +-1, with reward ``-0.01`` per step and at the end
 ``(1 + 0.01 * min_steps) * mean(position * goal)``; ``max_step`` ends it as interrupted.
 
+What goes on the wire is what a real build sends:
+
+* behavior names are ``Name?team=N`` (``BehaviorParameters.FullyQualifiedBehaviorName``,
+  every Unity package since ML-Agents 0.14, self-play or not); ``team=None`` sends the
+  plain name of an older game;
+* a camera is a PNG of three channels even when the observation is grayscale
+  (``CameraSensor`` renders into an RGB24 texture and ``EncodeToPNG`` encodes that; the
+  spec says 1 channel and the trainer averages the colours, as ``rpc_utils.process_pixels``
+  does); ``gray_png`` sends a true 1-channel PNG instead (other producers do);
+* ``num_areas`` of the initialization input multiplies every behavior's agents, as a scene
+  with a ``TrainingAreaReplicator`` instantiates that many copies of its training area
+  (0, what an older trainer sends, keeps the scene's one area).
+
 It follows the game's side of the protocol: first call with the initialization output,
 second call empty, then one call per step with the agent infos (brain parameters with the
 first infos of each behavior), answering RESET / STEP / QUIT; it reads engine
@@ -53,7 +66,7 @@ class FakeBehavior:
     """One behavior of the fake game."""
 
     name: str
-    num_agents: int = 1
+    num_agents: int = 1  # per training area
     continuous: int = 1
     discrete: Tuple[int, ...] = ()  # branch sizes; movement uses values 0 (-1) / 1 (+1)
     obs_size: int = 1
@@ -62,6 +75,13 @@ class FakeBehavior:
     step_size: float = 0.2
     max_step: int = 20
     mask_last: bool = False  # mask the last action of every discrete branch
+    team: Optional[int] = 0  # sent as ``name?team=N``; None: the plain name (pre-0.14 games)
+    gray_png: bool = False  # a 1-channel camera as a 1-channel PNG (not Unity's RGB24 encoding)
+
+    @property
+    def wire_name(self) -> str:
+        """The behavior name as the game reports it (Unity: ``FullyQualifiedBehaviorName``)."""
+        return self.name if self.team is None else f"{self.name}?team={self.team}"
 
 
 @dataclass
@@ -87,6 +107,7 @@ class FakeGame:
     # What the trainer told us (for tests to check).
     received_seed: Optional[int] = None
     trainer_version: str = ""
+    received_num_areas: int = 0
     engine: Dict[str, object] = field(default_factory=dict)
     parameters: Dict[str, float] = field(default_factory=dict)
     strings: List[str] = field(default_factory=list)
@@ -113,9 +134,11 @@ class FakeGame:
         return _Agent(uid, float(self._rng.choice([-1.0, 1.0])), np.zeros(n_moves, np.float32))
 
     def _reset_all(self) -> None:
+        # Each replicated training area holds its own copy of every agent.
+        areas = max(1, self.received_num_areas)
         for b in self.behaviors:
-            self._agents[b.name] = [self._new_agent(b) for _ in range(b.num_agents)]
-            self._done[b.name] = []
+            self._agents[b.wire_name] = [self._new_agent(b) for _ in range(b.num_agents * areas)]
+            self._done[b.wire_name] = []
 
     def _apply(self, b: FakeBehavior, agent: _Agent, cont: List[float], disc: List[int]) -> None:
         moves = [float(np.clip(c, -1.0, 1.0)) for c in cont] + [1.0 if d == 1 else -1.0 for d in disc]
@@ -125,29 +148,30 @@ class FakeGame:
         if np.all(np.abs(agent.position) >= 1.0):
             min_steps = int(np.ceil(1.0 / b.step_size))
             agent.reward += (1.0 + 0.01 * min_steps) * float(np.mean(agent.position * agent.goal))
-            self._done[b.name].append((agent, False))
+            self._done[b.wire_name].append((agent, False))
         elif agent.steps >= b.max_step:
-            self._done[b.name].append((agent, True))
+            self._done[b.wire_name].append((agent, True))
 
     def _step(self, rl_input: pb.UnityRLInputProto) -> None:
         record: Dict[str, List[Tuple[List[float], List[int], List[float]]]] = {}
         for b in self.behaviors:
-            agents = self._agents[b.name]
-            sent = rl_input.agent_actions[b.name].value if b.name in rl_input.agent_actions else []
+            name = b.wire_name  # the trainer answers under the name the game reported
+            agents = self._agents[name]
+            sent = rl_input.agent_actions[name].value if name in rl_input.agent_actions else []
             if agents and len(sent) != len(agents):
-                raise AssertionError(f"{b.name}: {len(sent)} actions for {len(agents)} agents")
-            record[b.name] = []
-            self._done[b.name] = []
+                raise AssertionError(f"{name}: {len(sent)} actions for {len(agents)} agents")
+            record[name] = []
+            self._done[name] = []
             for agent, a in zip(agents, sent):
                 cont, disc = list(a.continuous_actions), list(a.discrete_actions)
                 if self._legacy:
                     vec = list(a.vector_actions)
                     cont, disc = vec[: b.continuous], [int(v) for v in vec[b.continuous:]]
-                record[b.name].append((cont, disc, list(a.vector_actions)))
+                record[name].append((cont, disc, list(a.vector_actions)))
                 self._apply(b, agent, cont, disc)
-            finished = {id(agent) for agent, _ in self._done[b.name]}
+            finished = {id(agent) for agent, _ in self._done[name]}
             # A finished agent starts a new episode under the same Unity id (as Unity agents do).
-            self._agents[b.name] = [
+            self._agents[name] = [
                 self._new_agent(b, agent.uid) if id(agent) in finished else agent for agent in agents
             ]
             self.episodes += len(finished)
@@ -161,7 +185,10 @@ class FakeGame:
         out.append(vec)
         if b.visual is not None:
             h, w, c = b.visual
-            image = np.full((h, w, c), 255 if agent.goal > 0 else 0, np.uint8)
+            # Unity's CameraSensor encodes its RGB24 texture whatever the observation's
+            # channels: a grayscale camera still sends three (equal) colour channels.
+            png_channels = c if (c != 1 or b.gray_png) else 3
+            image = np.full((h, w, png_channels), 255 if agent.goal > 0 else 0, np.uint8)
             shape = [c, h, w] if b.visual_chw else [h, w, c]
             dims = [1, 2, 2] if b.visual_chw else [2, 2, 1]
             o = demo_pb.ObservationProto(shape=shape, compression_type=demo_pb.COMPRESSION_TYPE_PNG,
@@ -172,7 +199,7 @@ class FakeGame:
         return out
 
     def _brain(self, b: FakeBehavior) -> demo_pb.BrainParametersProto:
-        brain = demo_pb.BrainParametersProto(brain_name=b.name, is_training=True)
+        brain = demo_pb.BrainParametersProto(brain_name=b.wire_name, is_training=True)
         if self._legacy:
             if b.continuous and b.discrete:
                 raise ValueError("API 1.0 has no hybrid actions")
@@ -197,13 +224,14 @@ class FakeGame:
         message.header.status = 200
         out = message.unity_output
         for b in self.behaviors:
-            infos = out.rl_output.agentInfos[b.name].value
-            for agent, interrupted in self._done.get(b.name, []):
+            name = b.wire_name
+            infos = out.rl_output.agentInfos[name].value
+            for agent, interrupted in self._done.get(name, []):
                 infos.append(self._info(b, agent, True, interrupted))
-            for agent in self._agents[b.name]:
+            for agent in self._agents[name]:
                 infos.append(self._info(b, agent, False, False))
-            if b.name not in self._sent_brains:
-                self._sent_brains.add(b.name)
+            if name not in self._sent_brains:
+                self._sent_brains.add(name)
                 out.rl_initialization_output.brain_parameters.append(self._brain(b))
         channels: List[SideChannel] = []
         if stats:
@@ -279,6 +307,7 @@ class FakeGame:
                 return
             ri = reply.unity_input.rl_initialization_input
             self.received_seed, self.trainer_version = ri.seed, ri.communication_version
+            self.received_num_areas = ri.num_areas
             empty = pb.UnityMessageProto()
             empty.header.status = 200
             reply = call(empty)
@@ -369,7 +398,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--crash-after", type=int)
     parser.add_argument("--quit-after", type=int)
     parser.add_argument("--hang", action="store_true", help="never connect")
-    parser.add_argument("--record", help="write the command line and received engine settings to this JSON file")
+    parser.add_argument("--record", help="write the command line, received engine settings and num_areas to this "
+                        "JSON file ({port} in the name: the --mlagents-port, one file per worker)")
     args, unknown = parser.parse_known_args(argv)
     if args.hang:
         threading.Event().wait()
@@ -379,9 +409,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     crash_after=args.crash_after, quit_after=args.quit_after)
     game.run()
     if args.record:
-        with open(args.record, "w") as f:
+        with open(args.record.replace("{port}", str(args.mlagents_port)), "w") as f:
             json.dump({"argv": list(sys.argv[1:]), "unknown": unknown, "engine": game.engine,
-                       "parameters": game.parameters}, f)
+                       "parameters": game.parameters, "num_areas": game.received_num_areas}, f)
     if game.error is not None and not isinstance(game.error, grpc.RpcError):
         raise game.error
     return 0

@@ -3,7 +3,9 @@
 Worker ``i`` is a `UnityEnv` on ``base_port + i`` (a build it launches, or the Editor for
 one worker without a path). The games are separate processes, so one manager in the
 trainer's process steps them in parallel: `step()` answers every game's pending call
-before it waits for any answer. The games start in parallel too.
+before it waits for any answer. The games start in parallel too. With
+``engine_settings.no_graphics_monitor`` worker 0 renders and the others start headless
+(``-nographics -batchmode``), as ML-Agents' ``UnityEnvironment`` does.
 
 A game that disconnects, exits or stops answering makes the manager close every game and
 raise `EnvWorkerError` (one line naming the build and port); the controller checkpoints
@@ -24,7 +26,9 @@ from envs.env_manager import EnvStep, InProcessEnvManager, _check_actions, _comm
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.unity.environment import DEFAULT_BASE_PORT, DEFAULT_EDITOR_PORT, EngineConfig, UnityEnv
 
-#: engine_settings keys (ML-Agents' names) -> type; `no_graphics` is a launch flag.
+#: engine_settings keys (ML-Agents' names) -> type. `no_graphics` and `no_graphics_monitor`
+#: (ML-Agents Release 22, mlagents 1.1.0: written into every configuration.yaml since) are
+#: launch flags: all builds headless, or all but worker 0.
 ENGINE_KEYS: Dict[str, type] = {
     "width": int,
     "height": int,
@@ -33,6 +37,7 @@ ENGINE_KEYS: Dict[str, type] = {
     "target_frame_rate": int,
     "capture_frame_rate": int,
     "no_graphics": bool,
+    "no_graphics_monitor": bool,
 }
 
 
@@ -53,6 +58,8 @@ class UnityOptions:
     """Float environment parameters sent before the first reset."""
     host: str = "localhost"
     """Interface the trainer listens on."""
+    num_areas: int = 1
+    """Training areas each game instantiates (``env_settings.num_areas``; sent in the handshake)."""
 
 
 def engine_config(engine_settings: Mapping[str, Any]) -> EngineConfig:
@@ -133,7 +140,7 @@ class UnityEnvManager(InProcessEnvManager):
                 env_path, worker_id=i, base_port=base_port, seed=self._seed + i,
                 timeout_wait=options.timeout_wait, engine=options.engine,
                 env_parameters=options.env_parameters, additional_args=options.additional_args,
-                log_folder=options.log_folder, host=options.host, abort=abort,
+                log_folder=options.log_folder, host=options.host, num_areas=options.num_areas, abort=abort,
             )
 
         pool = ThreadPoolExecutor(max_workers=int(num_envs))

@@ -23,7 +23,9 @@ def test_info_json(capsys):
     assert code == 0 and err == ""
     info = json.loads(out)
     assert info["steps"] == 25 and info["episodes"] == 1 and info["record_format"] == "pair+action_spec"
-    assert info["behavior_name"] == "VisualFoodCollector?team=0" and info["name"] == "testhybridvis"
+    # The config section it belongs to, beside the id Unity recorded (FullyQualifiedBehaviorName).
+    assert info["behavior_name"] == "VisualFoodCollector" and info["name"] == "testhybridvis"
+    assert info["behavior_id"] == "VisualFoodCollector?team=0" and info["team"] == 0
     assert info["observations"] == [
         {"name": "CameraSensor", "kind": "visual", "shape": [84, 84, 3]},
         {"name": "VectorSensor_size1", "kind": "vector", "shape": [1]},
@@ -36,8 +38,11 @@ def test_info_text(capsys):
     code, out, _ = _run(capsys, ["info", str(real_demo("Expert3DBallHard__3130d251.demo"))])
     assert code == 0
     for line in ("Name:          Expert3DBallHard", "Record format: legacy", "Steps:         2271",
-                 "Episodes:      3", "Mean reward:   75.6682", "vector (45,)", "Actions:       continuous 2"):
+                 "Episodes:      3", "Mean reward:   75.6682", "vector (45,)", "Actions:       continuous 2",
+                 "Behavior:      3DBallHardLearning\n"):
         assert line in out
+    code, out, _ = _run(capsys, ["info", str(real_demo("test__8f188ddd.demo"))])
+    assert code == 0 and "Behavior:      3DBall (team 0; recorded as 3DBall?team=0)\n" in out
 
 
 def test_info_errors_are_one_line(capsys, tmp_path):
@@ -104,3 +109,56 @@ def test_record_builtin_simple_expert(capsys, tmp_path):
     goal = demo.obs[0][:, 0]
     np.testing.assert_array_equal(np.sign(demo.continuous_actions[:, 0]), np.sign(goal))
     np.testing.assert_array_equal(demo.discrete_actions[:, 0], (goal > 0).astype(int))
+
+
+def _suffixed_config(tmp_path, names) -> str:
+    """A built-in Simple env whose behaviors are named like a Unity build's (``Name?team=N``)."""
+    cfg = tmp_path / "suffixed.yaml"
+    cfg.write_text("env_settings:\n  env_path: builtin:Simple\n  env_args: {behavior_names: %s}\n" % json.dumps(names))
+    return str(cfg)
+
+
+def test_record_picks_a_team_suffixed_behavior_by_its_config_name(capsys, tmp_path):
+    cfg = _suffixed_config(tmp_path, ["Simple?team=0"])
+    out_path = tmp_path / "s.demo"
+    code, out, err = _run(capsys, ["record", cfg, "--behavior=Simple", "--steps=20", f"--out={out_path}"])
+    assert code == 0, err
+    assert "of behavior Simple?team=0" in out
+    # Written under the id the env reports, as Unity's DemonstrationRecorder writes it.
+    info = load_demonstration(out_path).info
+    assert info.behavior_name == "Simple?team=0" and info.behavior_id.name == "Simple"
+
+    cfg = _suffixed_config(tmp_path, ["Striker?team=0", "Striker?team=1"])
+    code, _, err = _run(capsys, ["record", cfg, "--behavior=Striker", "--steps=5", f"--out={out_path}"])
+    assert code == 1 and err.count("\n") == 1
+    assert "--behavior: Striker is 2 teams in builtin:Simple (Striker?team=0, Striker?team=1); give one of them" in err
+    code, _, err = _run(capsys, ["record", cfg, "--behavior=Striker?team=1", "--steps=5", f"--out={out_path}"])
+    assert code == 0, err
+    assert load_demonstration(out_path).info.behavior_name == "Striker?team=1"
+    code, _, err = _run(capsys, ["record", cfg, "--behavior=Goalie", "--steps=5", f"--out={out_path}"])
+    assert code == 1 and "has no behavior 'Goalie' (behaviors: Striker?team=0, Striker?team=1)" in err
+
+
+def test_record_a_trained_run_from_a_team_suffixed_env(capsys, tmp_path):
+    """The run keeps its checkpoints and settings under the config name (``Simple``); a
+    game reporting ``Simple?team=0`` plays that run's policy."""
+    from trainers.learn import main as learn
+
+    train_cfg = tmp_path / "train.yaml"
+    train_cfg.write_text(
+        "behaviors:\n"
+        "  Simple:\n"
+        "    trainer_type: ppo\n"
+        "    hyperparameters: {batch_size: 16, buffer_size: 32}\n"
+        "    network_settings: {hidden_units: 8, num_layers: 1}\n"
+        "    max_steps: 64\n"
+        "env_settings: {env_path: builtin:Simple, seed: 1}\n"
+    )
+    code = learn([str(train_cfg), "--run-id=taught", f"--results-dir={tmp_path}"])
+    capsys.readouterr()
+    assert code == 0
+    out_path = tmp_path / "played.demo"
+    code, out, err = _run(capsys, ["record", _suffixed_config(tmp_path, ["Simple?team=0"]), "--run-id=taught",
+                                   f"--results-dir={tmp_path}", "--steps=10", f"--out={out_path}"])
+    assert code == 0, err
+    assert load_demonstration(out_path).info.number_steps == 10

@@ -171,6 +171,41 @@ def test_known_values(demos):
     assert hybrid.discrete_actions[0, 0] == 0
 
 
+def test_recorded_behavior_ids_split_into_config_name_and_team(demos):
+    """Unity's DemonstrationRecorder writes FullyQualifiedBehaviorName (``3DBall?team=0``
+    since ML-Agents 0.14); a recording belongs to the config section ``3DBall``."""
+    ids = {name: demos[name].info.behavior_id for name in ("test__8f188ddd.demo", "testhybridvis__63e810be.demo",
+                                                           "ExpertBasic__979acb95.demo")}
+    assert [(i.name, i.team, i.full) for i in ids.values()] == [
+        ("3DBall", 0, "3DBall?team=0"), ("VisualFoodCollector", 0, "VisualFoodCollector?team=0"),
+        ("BasicLearning", 0, "BasicLearning")]
+
+
+def test_gray_camera_reads_from_rgb_and_from_true_one_channel_pngs(tmp_path):
+    """A 1-channel camera: Unity sends its RGB24 texture's PNG (colours averaged, as
+    ML-Agents' process_pixels does); other producers send a 1-channel PNG, which reads too."""
+    from envs.demo import demonstration_pb2 as pb
+
+    brain = pb.BrainParametersProto(brain_name="Cam?team=0")
+    brain.action_spec.num_continuous_actions = 1
+    rgb = np.zeros((3, 5, 3), np.uint8)
+    rgb[..., 0], rgb[..., 1], rgb[..., 2] = 30, 60, 150
+    records = []
+    for t in range(3):
+        info = pb.AgentInfoProto(id=2)
+        info.observations.add(shape=[3, 5, 1], dimension_properties=[2, 2, 1],
+                              compression_type=pb.COMPRESSION_TYPE_PNG, compressed_data=encode_png(rgb))
+        info.observations.add(shape=[1, 3, 5], dimension_properties=[1, 2, 2], compression_type=pb.COMPRESSION_TYPE_PNG,
+                              compressed_data=encode_png(np.full((3, 5, 1), 77, np.uint8)))
+        records.append(pb.AgentInfoActionPairProto(agent_info=info,
+                                                   action_info=pb.AgentActionProto(continuous_actions=[t])))
+    demo = load_demonstration(_craft(tmp_path / "gray.demo", brain, records))
+    assert [o.shape for o in demo.behavior_spec.observation_specs] == [(3, 5, 1), (3, 5, 1)]
+    np.testing.assert_allclose(demo.obs[0], np.full((2, 3, 5, 1), 80 / 255), atol=1e-6)
+    np.testing.assert_allclose(demo.obs[1], np.full((2, 3, 5, 1), 77 / 255), atol=1e-6)
+    assert demo.info.behavior_id.name == "Cam"
+
+
 def test_pair_era_stores_the_previous_action(demos):
     """In the 2020 3DBall file the rotation change between records t and t+1 is driven
     exactly by the action stored in record t+1: the reason for the one-record shift."""

@@ -16,8 +16,9 @@ from typing import List, Optional
 import numpy as np
 import pytest
 
-from envs.base_env import ActionTuple, ObservationKind
+from envs.base_env import ActionTuple, BehaviorId, ObservationKind
 from envs.demo import demonstration_pb2 as demo_pb
+from envs.demo.png import decode_png, encode_png
 from envs.env_manager import make_env_manager
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.registry import parse_env_id, validate_env
@@ -36,13 +37,13 @@ from envs.unity.side_channels import (
 )
 
 
-def connect(behaviors, **game_kwargs):
+def connect(behaviors, env_kwargs=None, **game_kwargs):
     port = free_port()
     game = FakeGame(port, behaviors, **game_kwargs)
     thread = start_in_thread(game)
     logs: List[str] = []
     env = UnityEnv(None, base_port=port, host="127.0.0.1", timeout_wait=20, log=logs.append, seed=11,
-                   env_parameters={"difficulty": 2.5})
+                   env_parameters={"difficulty": 2.5}, **(env_kwargs or {}))
     return env, game, thread, logs
 
 
@@ -143,40 +144,40 @@ def test_handshake_behaviors_steps_and_actions() -> None:
     try:
         assert game.received_seed == 11 and game.trainer_version == API_VERSION
         specs = env.behavior_specs
-        assert specs["Cont"].action_spec.continuous_size == 2
-        assert specs["Disc"].action_spec.discrete_branches == (2, 3)
-        assert specs["Disc"].observation_specs[0].shape == (3,)
-        hybrid = specs["Hybrid"]
+        assert specs["Cont?team=0"].action_spec.continuous_size == 2
+        assert specs["Disc?team=0"].action_spec.discrete_branches == (2, 3)
+        assert specs["Disc?team=0"].observation_specs[0].shape == (3,)
+        hybrid = specs["Hybrid?team=0"]
         assert hybrid.action_spec.continuous_size == 1 and hybrid.action_spec.discrete_branches == (2,)
         assert hybrid.observation_specs[1].shape == (6, 5, 3)  # sent as (C, H, W) with dimension properties
         assert hybrid.observation_specs[1].kind == ObservationKind.VISUAL
-        assert specs["Gray"].observation_specs[1].shape == (4, 4, 1)
+        assert specs["Gray?team=0"].observation_specs[1].shape == (4, 4, 1)
         env.reset()  # the handshake's reset: no second RESET on the wire
         assert game.commands == [pb.COMMAND_RESET]
-        d, t = env.get_steps("Disc")
+        d, t = env.get_steps("Disc?team=0")
         assert len(t) == 0 and d.action_mask is not None
         assert [m.tolist() for m in d.action_mask] == [[[False, True]], [[False, False, True]]]
-        d, _ = env.get_steps("Hybrid")
+        d, _ = env.get_steps("Hybrid?team=0")
         image = d.obs[1][0]
         assert image.shape == (6, 5, 3) and np.all((image == 0) | (image == 1))
         goal = d.obs[0][0, 0]
         assert np.allclose(image, 1.0 if goal > 0 else 0.0)
-        first_ids = env.get_steps("Cont")[0].agent_id.tolist()
+        first_ids = env.get_steps("Cont?team=0")[0].agent_id.tolist()
 
         # Step with distinct actions per agent; the game records them in its order.
-        env.set_actions("Cont", ActionTuple(np.array([[0.1, 0.2], [0.3, 0.4]], np.float32)))
-        env.set_actions("Disc", ActionTuple(discrete=np.array([[1, 2]], np.int32)))
-        env.set_actions("Hybrid", ActionTuple(np.array([[0.5]], np.float32), np.array([[1]], np.int32)))
+        env.set_actions("Cont?team=0", ActionTuple(np.array([[0.1, 0.2], [0.3, 0.4]], np.float32)))
+        env.set_actions("Disc?team=0", ActionTuple(discrete=np.array([[1, 2]], np.int32)))
+        env.set_actions("Hybrid?team=0", ActionTuple(np.array([[0.5]], np.float32), np.array([[1]], np.int32)))
         env.step()  # "Gray" gets zeros
         sent = game.actions[-1]
-        assert np.allclose([a[0] for a in sent["Cont"]], [[0.1, 0.2], [0.3, 0.4]])
-        assert sent["Disc"][0][1] == [1, 2] and sent["Hybrid"][0][:2] == ([0.5], [1])
-        assert sent["Gray"][0][0] == [0.0]
+        assert np.allclose([a[0] for a in sent["Cont?team=0"]], [[0.1, 0.2], [0.3, 0.4]])
+        assert sent["Disc?team=0"][0][1] == [1, 2] and sent["Hybrid?team=0"][0][:2] == ([0.5], [1])
+        assert sent["Gray?team=0"][0][0] == [0.0]
 
         # Cont agents hit max_step (3) on the third step: terminal and interrupted, then new ids.
         for _ in range(2):
             env.step()
-        d, t = env.get_steps("Cont")
+        d, t = env.get_steps("Cont?team=0")
         assert sorted(t.agent_id.tolist()) == sorted(first_ids)
         assert t.interrupted.tolist() == [True, True]
         assert not set(d.agent_id.tolist()) & set(first_ids) and len(d) == 2
@@ -187,16 +188,137 @@ def test_handshake_behaviors_steps_and_actions() -> None:
     assert game.error is None, game.error
 
 
+def test_behavior_names_carry_the_team_suffix_like_a_real_build() -> None:
+    """Unity packages since ML-Agents 0.14 report ``Name?team=N``
+    (BehaviorParameters.FullyQualifiedBehaviorName), self-play or not. The env reports the
+    ids as sent (ML-Agents' low-level API does too) and answers under them; the trainer
+    maps them onto config names with BehaviorId."""
+    env, game, thread, _ = connect([
+        FakeBehavior("3DBall", num_agents=2), FakeBehavior("Striker", team=1), FakeBehavior("Legacy", team=None),
+    ])
+    try:
+        assert list(env.behavior_specs) == ["3DBall?team=0", "Striker?team=1", "Legacy"]
+        assert [(BehaviorId.parse(n).name, BehaviorId.parse(n).team) for n in env.behavior_specs] == [
+            ("3DBall", 0), ("Striker", 1), ("Legacy", 0)]
+        env.reset()
+        assert len(env.get_steps("3DBall?team=0")[0]) == 2
+        with pytest.raises(ValueError, match="unknown behavior '3DBall'"):
+            env.set_actions("3DBall", ActionTuple(np.zeros((2, 1), np.float32)))
+        env.set_actions("3DBall?team=0", ActionTuple(np.array([[0.5], [-0.5]], np.float32)))
+        env.set_actions("Striker?team=1", ActionTuple(np.array([[0.25]], np.float32)))
+        env.step()
+        sent = game.actions[-1]
+        assert set(sent) == {"3DBall?team=0", "Striker?team=1", "Legacy"}
+        assert [a[0] for a in sent["3DBall?team=0"]] == [[0.5], [-0.5]] and sent["Striker?team=1"][0][0] == [0.25]
+    finally:
+        env.close()
+        thread.join(10)
+    assert game.error is None, game.error
+
+
+def _png_colour_type(data: bytes) -> int:
+    """Byte 9 of IHDR's body: 0 gray, 2 RGB (PNG spec 11.2.2)."""
+    assert data[12:16] == b"IHDR"
+    return data[25]
+
+
+def test_grayscale_camera_is_an_rgb_png_on_the_wire_and_one_channel_here() -> None:
+    """Unity's CameraSensor renders into an RGB24 texture and sends ``EncodeToPNG`` of it,
+    grayscale or not; the spec says 1 channel and the Python side averages the colours
+    (ML-Agents' rpc_utils.process_pixels). A true 1-channel PNG (other producers) still reads."""
+    env, game, thread, _ = connect([
+        FakeBehavior("Gray", visual=(4, 6, 1)),
+        FakeBehavior("GrayCHW", visual=(4, 6, 1), visual_chw=True),
+        FakeBehavior("TrueGray", visual=(4, 6, 1), gray_png=True),
+        FakeBehavior("Colour", visual=(4, 6, 3)),
+    ])
+    try:
+        env.reset()
+        env.send(env.step_input())
+        output = env.receive_output()
+        env.receive_into(output)
+        infos = output.rl_output.agentInfos
+        for name, shape, colour in [("Gray?team=0", [4, 6, 1], 2), ("GrayCHW?team=0", [1, 4, 6], 2),
+                                    ("TrueGray?team=0", [4, 6, 1], 0), ("Colour?team=0", [4, 6, 3], 2)]:
+            camera = infos[name].value[0].observations[1]
+            assert list(camera.shape) == shape and list(camera.compressed_channel_mapping) == []
+            assert _png_colour_type(camera.compressed_data) == colour, name
+            d, _ = env.get_steps(name)
+            goal = float(d.obs[0][0, 0])
+            assert d.obs[1].shape == (1, 4, 6, 3 if name.startswith("Colour") else 1), name
+            np.testing.assert_array_equal(d.obs[1], 1.0 if goal > 0 else 0.0)
+        # What ML-Agents' Python side does with a 1-channel observation: the mean over the
+        # decoded PNG's channel axis (moved first), which needs the RGB PNG Unity sends.
+        camera = infos["Gray?team=0"].value[0].observations[1]
+        pixels = np.moveaxis(decode_png(camera.compressed_data).astype(np.float32) / 255.0, -1, 0)
+        np.testing.assert_array_equal(np.mean(pixels, axis=0), env.get_steps("Gray?team=0")[0].obs[1][0, :, :, 0])
+    finally:
+        env.close()
+        thread.join(10)
+    assert game.error is None, game.error
+
+
+def test_one_channel_observation_averages_distinct_rgb_colours() -> None:
+    """The trainer's decoding of an RGB PNG into a 1-channel observation is ML-Agents'
+    mean of the colour channels, not the first channel."""
+    from envs.demo.reader import _decode_image
+
+    rgb = np.zeros((2, 3, 3), np.uint8)
+    rgb[..., 0], rgb[..., 1], rgb[..., 2] = 30, 60, 150
+    np.testing.assert_allclose(_decode_image(encode_png(rgb), [], (2, 3, 1), 0), np.full((2, 3, 1), 80 / 255))
+    gray = np.full((2, 3, 1), 77, np.uint8)
+    np.testing.assert_allclose(_decode_image(encode_png(gray), [], (2, 3, 1), 0), np.full((2, 3, 1), 77 / 255))
+
+
+def test_num_areas_is_sent_in_the_handshake_and_multiplies_agents() -> None:
+    """UnityRLInitializationInputProto.num_areas (field 5, com.unity.ml-agents 2.2+): a scene
+    with a TrainingAreaReplicator instantiates that many copies of its area, agents included.
+    ML-Agents sends 1 by default."""
+    env, game, thread, _ = connect([FakeBehavior("A", num_agents=2), FakeBehavior("B")], env_kwargs={"num_areas": 3})
+    try:
+        assert game.received_num_areas == 3
+        env.reset()
+        assert len(env.get_steps("A?team=0")[0]) == 6 and len(env.get_steps("B?team=0")[0]) == 3
+    finally:
+        env.close()
+        thread.join(10)
+    assert game.error is None, game.error
+    env, game, thread, _ = connect([FakeBehavior("A", num_agents=2)])
+    try:
+        assert game.received_num_areas == 1 and len(env.get_steps("A?team=0")[0]) == 2
+    finally:
+        env.close()
+        thread.join(10)
+    port = free_port()
+    with pytest.raises(EnvError, match=r"^env_settings.num_areas: expected an integer >= 1, got 0$"):
+        UnityEnv(None, base_port=port, host="127.0.0.1", timeout_wait=1, log=lambda s: None, num_areas=0)
+
+
+def test_manager_sends_num_areas_to_every_game() -> None:
+    port = free_port()
+    game = FakeGame(port, [FakeBehavior("S", num_agents=2)])
+    thread = start_in_thread(game)
+    manager = UnityEnvManager(None, 1, 0, UnityOptions(base_port=port, host="127.0.0.1", timeout_wait=20,
+                                                       num_areas=2))
+    try:
+        steps = manager.reset()
+        assert game.received_num_areas == 2 and len(steps[0].steps["S?team=0"][0]) == 4
+    finally:
+        manager.close()
+        thread.join(10)
+    assert game.error is None, game.error
+
+
 def test_true_terminal_episode_and_reward() -> None:
     env, game, thread, _ = connect([FakeBehavior("S", continuous=1, step_size=0.5, max_step=50)])
     try:
         env.reset()
-        d, _ = env.get_steps("S")
+        d, _ = env.get_steps("S?team=0")
         goal = float(d.obs[0][0, 0])
         for _ in range(2):
-            env.set_actions("S", ActionTuple(np.array([[goal]], np.float32)))
+            env.set_actions("S?team=0", ActionTuple(np.array([[goal]], np.float32)))
             env.step()
-        d, t = env.get_steps("S")
+        d, t = env.get_steps("S?team=0")
         assert len(t) == 1 and not t.interrupted[0]
         assert t.reward[0] == pytest.approx(-0.01 + 1.02)
         assert len(d) == 1 and d.agent_id[0] != t.agent_id[0]
@@ -211,14 +333,14 @@ def test_api_1_0_game_gets_vector_actions() -> None:
     )
     try:
         assert any("1.0.0" in line and "WARNING" in line for line in logs)
-        assert env.behavior_specs["Old"].action_spec.discrete_branches == (3,)
-        assert env.behavior_specs["OldC"].action_spec.continuous_size == 2
+        assert env.behavior_specs["Old?team=0"].action_spec.discrete_branches == (3,)
+        assert env.behavior_specs["OldC?team=0"].action_spec.continuous_size == 2
         env.reset()
-        env.set_actions("Old", ActionTuple(discrete=np.array([[2]], np.int32)))
-        env.set_actions("OldC", ActionTuple(np.array([[0.25, -0.5]], np.float32)))
+        env.set_actions("Old?team=0", ActionTuple(discrete=np.array([[2]], np.int32)))
+        env.set_actions("OldC?team=0", ActionTuple(np.array([[0.25, -0.5]], np.float32)))
         env.step()
-        assert game.actions[-1]["Old"][0][2] == [2.0]
-        assert game.actions[-1]["OldC"][0][2] == [0.25, -0.5]
+        assert game.actions[-1]["Old?team=0"][0][2] == [2.0]
+        assert game.actions[-1]["OldC?team=0"][0][2] == [0.25, -0.5]
     finally:
         env.close()
         thread.join(10)
@@ -311,6 +433,10 @@ def test_game_that_quits_mid_run_is_a_worker_error() -> None:
 def test_engine_settings_validation() -> None:
     assert engine_config({"time_scale": 5, "width": 64.0, "no_graphics": True}) == EngineConfig(
         width=64, time_scale=5.0, no_graphics=True)
+    # ML-Agents Release 22's key, in every configuration.yaml mlagents 1.1+ writes.
+    assert engine_config({"no_graphics": False, "no_graphics_monitor": True}) == EngineConfig(no_graphics_monitor=True)
+    with pytest.raises(EnvError, match="engine_settings.no_graphics_monitor: expected true or false, got 1"):
+        engine_config({"no_graphics_monitor": 1})
     with pytest.raises(EnvError, match="engine_settings.widht: unknown key"):
         engine_config({"widht": 3})
     with pytest.raises(EnvError, match="engine_settings.time_scale: expected a number > 0"):
@@ -357,13 +483,30 @@ def test_n_builds_on_n_ports_are_launched_and_killed(tmp_path: Path) -> None:
                                str(tmp_path / "logs" / "Player-1.log"), "--custom", "1"]
         steps = manager.reset()
         for _ in range(3):
-            steps = manager.step([{"Fake": ActionTuple(np.ones((2, 1), np.float32))}] * 2)
-        assert len(steps) == 2 and len(steps[1].steps["Fake"][0]) == 2
+            steps = manager.step([{"Fake?team=0": ActionTuple(np.ones((2, 1), np.float32))}] * 2)
+        assert len(steps) == 2 and len(steps[1].steps["Fake?team=0"][0]) == 2
         assert steps[0].env_stats["Game/Steps"] == [(3.0, 1)]
     finally:
         manager.close()
     for p in procs:
         assert p.poll() is not None  # exited after the quit message, or killed
+
+
+def test_no_graphics_monitor_renders_worker_0_only(tmp_path: Path) -> None:
+    """ML-Agents' UnityEnvironment: ``no_graphics or no_graphics_monitor and worker_id != 0``."""
+    assert [EngineConfig(no_graphics_monitor=True).no_graphics_for(i) for i in range(3)] == [False, True, True]
+    assert [EngineConfig(no_graphics=True, no_graphics_monitor=True).no_graphics_for(i) for i in (0, 1)] == [True, True]
+    assert EngineConfig().no_graphics_for(1) is False
+    build = fake_build(tmp_path)
+    port = free_port(2)
+    manager = UnityEnvManager(build, 2, 0, UnityOptions(
+        base_port=port, host="127.0.0.1", timeout_wait=30,
+        engine=engine_config({"no_graphics_monitor": True})))
+    try:
+        args = [e.process.args[1:] for e in manager.envs]
+    finally:
+        manager.close()
+    assert args == [["--mlagents-port", str(port)], ["-nographics", "-batchmode", "--mlagents-port", str(port + 1)]]
 
 
 def test_build_that_never_connects_is_killed_and_named(tmp_path: Path) -> None:

@@ -72,7 +72,8 @@ def test_keys_we_cannot_honour_give_one_warning_line_each():
     assert options.env_settings.env_args == {}
     expected = [
         "behaviors.CartPole-v1.framework: pytorch: ignored; trainer-learn trains the same algorithm with TensorFlow",
-        "env_settings.num_areas: 4: ignored (training areas are instantiated by a Unity build); use agents_per_env",
+        "env_settings.num_areas: 4: ignored (training areas are instantiated by a Unity build, and "
+        "gym:CartPole-v1 is not one); use agents_per_env",
         "env_settings.max_lifetime_restarts: 3: ignored (Unity process restarts and timeouts)",
         "env_settings.env_args: a list (arguments for a Unity executable): ignored",
         "torch_settings.device: 'cuda': ignored; trainer-learn trains with TensorFlow",

@@ -484,3 +484,15 @@ def test_sac_pendulum_reaches_minus_200(run_cli):
     rows = reward_rows(run_cli.results, "pendulum", "Pendulum-v1")
     # The mean return of the episodes of the last 6000 steps (3 summaries, 30 episodes).
     assert np.mean(rows[-3:]) >= -200, rows
+
+
+def test_a_replay_buffer_larger_than_memory_is_refused_before_it_fills():
+    from trainers.exceptions import ConfigError
+
+    replay = ReplayBuffer(10**8, where="behaviors.Big.hyperparameters.buffer_size")
+    obs = np.zeros((4, 1000), np.float32)  # 4 kB a row: 400 GB for 1e8 rows
+    with pytest.raises(ConfigError, match=r"behaviors\.Big\.hyperparameters\.buffer_size: 100000000 experiences .* GiB"):
+        replay.add({"obs_0": obs, "next_obs_0": obs})
+    small = ReplayBuffer(1000)
+    small.add({"obs_0": obs, "next_obs_0": obs})  # what fits is allocated as before
+    assert small.num_experiences == 4

@@ -143,3 +143,59 @@ def test_3dball_example_config_loads():
     assert options.env_settings.env_path is None and options.env_settings.timeout_wait == 60
     assert engine_config(options.engine_settings).time_scale == 20.0
     assert options.behaviors["3DBall"].hyperparameters.buffer_size == 12000
+
+
+def _edit(config: str, old: str, new: str) -> None:
+    with open(config) as f:
+        text = f.read()
+    assert old in text
+    with open(config, "w") as f:
+        f.write(text.replace(old, new))
+
+
+def _game_records(tmp_path, port: int, n: int):
+    """What each fake build recorded (its argv, engine settings, num_areas), worker by worker."""
+    out = []
+    for p in range(port, port + n):
+        with open(tmp_path / f"game-{p}.json") as f:
+            out.append(json.load(f))
+    return out
+
+
+def test_no_graphics_monitor_of_a_configuration_yaml_renders_worker_0_only(run_cli, tmp_path):
+    """mlagents 1.1+ (Release 22) writes engine_settings.no_graphics_monitor into every
+    configuration.yaml: worker 0 renders, the others start with -nographics -batchmode."""
+    config, build = _setup(tmp_path, [{"name": "Fake"}], ["--record", str(tmp_path / "game-{port}.json")])
+    _edit(config, "engine_settings: {time_scale: 1.0}",
+          "engine_settings: {time_scale: 1.0, no_graphics: false, no_graphics_monitor: true}")
+    port = free_port(2)
+    code, out, err = run_cli(config, f"--env={build}", f"--base-port={port}", "--num-envs=2", "--max-steps=40",
+                             "--run-id=monitor")
+    assert code == 0, err
+    argv = [r["argv"] for r in _game_records(tmp_path, port, 2)]
+    assert "-nographics" not in argv[0] and "-batchmode" not in argv[0]
+    assert argv[1][argv[1].index("-nographics"):][:4] == ["-nographics", "-batchmode", "--mlagents-port", str(port + 1)]
+
+
+def test_no_graphics_monitor_command_line_flag():
+    """ML-Agents' --no-graphics-monitor, laid over engine_settings like the other engine flags."""
+    from docopt import docopt
+
+    import trainers.learn as learn
+
+    args = docopt(learn.__doc__, argv=["c.yaml", "--no-graphics-monitor"])
+    assert learn.engine_overrides(args) == {"no_graphics_monitor": True}
+    assert learn.engine_overrides(docopt(learn.__doc__, argv=["c.yaml"])) == {}
+
+
+def test_num_areas_reaches_the_game(run_cli, tmp_path):
+    """env_settings.num_areas goes to every game in the initialization input, as ML-Agents
+    sends it; a scene with a TrainingAreaReplicator multiplies its agents (the fake game does)."""
+    config, build = _setup(tmp_path, [{"name": "Fake"}], ["--record", str(tmp_path / "game-{port}.json")])
+    _edit(config, "env_settings: {seed: 1, timeout_wait: 30}",
+          "env_settings: {seed: 1, timeout_wait: 30, num_areas: 3}")
+    port = free_port()
+    code, out, err = run_cli(config, f"--env={build}", f"--base-port={port}", "--max-steps=60", "--run-id=areas")
+    assert code == 0, err
+    assert "num_areas" not in err  # honoured, not ignored with a warning
+    assert _game_records(tmp_path, port, 1)[0]["num_areas"] == 3

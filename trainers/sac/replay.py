@@ -20,8 +20,24 @@ from typing import Dict, Mapping, Optional
 import numpy as np
 
 from trainers.buffer import pad_front
+from trainers.exceptions import ConfigError
 
 MASKS = "masks"
+
+
+def available_memory() -> Optional[int]:
+    """Bytes of memory available to new allocations (Linux's MemAvailable); None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 class ReplayBuffer:
@@ -32,11 +48,12 @@ class ReplayBuffer:
         sequence_length: rows per stored sequence.
     """
 
-    def __init__(self, capacity: int, sequence_length: int = 1) -> None:
+    def __init__(self, capacity: int, sequence_length: int = 1, where: str = "hyperparameters.buffer_size") -> None:
         if capacity < sequence_length:
             raise ValueError(f"replay capacity {capacity} is smaller than one sequence ({sequence_length})")
         self.sequence_length = sequence_length
         self.num_slots = capacity // sequence_length
+        self._where = where  # the config key named when the buffer cannot fit in memory
         self._fields: Dict[str, np.ndarray] = {}  # name -> [slots, L, ...]
         self._next = 0  # slot written next
         self._size = 0  # filled slots
@@ -46,6 +63,16 @@ class ReplayBuffer:
 
     def _allocate(self, fields: Mapping[str, np.ndarray]) -> None:
         L = self.sequence_length
+        row = sum(int(np.prod(v.shape[1:], dtype=np.int64)) * v.dtype.itemsize for v in fields.values()) + 4
+        need = self.num_slots * L * row
+        available = available_memory()
+        # np.zeros only reserves pages: a buffer larger than memory would allocate and then
+        # get the process killed once it fills, hours into the run. Refuse it now instead.
+        if available is not None and need > available:
+            raise ConfigError(
+                f"{self._where}: {self.num_slots * L} experiences of {row} bytes need "
+                f"{need / 2**30:.1f} GiB; {available / 2**30:.1f} GiB of memory is available"
+            )
         for key, value in fields.items():
             self._fields[key] = np.zeros((self.num_slots, L) + value.shape[1:], value.dtype)
         self._fields[MASKS] = np.zeros((self.num_slots, L), np.float32)

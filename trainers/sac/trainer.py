@@ -83,7 +83,7 @@ class SACTrainer(Trainer):
             )
         self._finish_graph()
         self.optimizer.init_targets()
-        self.replay = ReplayBuffer(hp.buffer_size, 1)
+        self.replay = ReplayBuffer(hp.buffer_size, 1, where=f"behaviors.{behavior_name}.hyperparameters.buffer_size")
         self._learned_signals = [s for s in self.signals.values() if s.optimizer_group() is not None]
         self.update_steps = 1  # SAC updates so far + 1 (ML-Agents' counter)
         self.reward_signal_update_steps = 1
