@@ -31,19 +31,39 @@ Failures: an env that raises, a worker that dies, or a worker that does not answ
 ``step_timeout`` seconds makes the manager shut every worker down and raise
 `EnvWorkerError` with one line naming the env id, the worker index and the cause (the
 worker's traceback is on ``error.worker_traceback``). An `EnvError` raised while a worker
-builds its env (bad env_args, unknown Gymnasium id) is re-raised as is. Workers ignore
-SIGINT (Ctrl-C reaches the whole process group; the parent decides when to close them)
-and exit when the parent disappears. `close()` is idempotent, waits a few seconds at most,
-and then terminates and kills; it also runs when the manager is garbage collected or at
-interpreter exit, so no worker outlives its manager. Shared-memory segments are unlinked
-as soon as their worker has mapped them, so a killed worker or parent leaves nothing in
-``/dev/shm``.
+builds its env (bad env_args, unknown Gymnasium id) is re-raised as is; one raised while it
+steps (the env's own report, e.g. a NaN observation from `envs.gym`) keeps its words:
+"env <id> worker <i>: <the env's line>" rather than "... raised EnvError: ...".
+
+Stopping: the training loop's SIGINT/SIGTERM handlers only set a flag, and a blocked wait
+would not look at it (Python retries an interrupted ``poll``), so a hung worker used to
+keep Ctrl-C from doing anything until the step timeout. `EnvManager.set_stop_check` gives
+the manager a callable; `SubprocessEnvManager` waits in slices of at most `STOP_POLL_S`
+and raises `EnvInterrupted` as soon as it returns True (`make_env_manager` takes the step
+timeout for every env kind). Workers ignore SIGINT from the moment they exist (Ctrl-C
+reaches the whole process group; the parent decides when to close them: they are started
+with SIGINT blocked, so one arriving while they import cannot print a traceback).
+
+Lifetime: a worker exits when its parent disappears, even in the middle of a step that
+hangs: a watchdog thread blocks on a pipe that only the parent holds open, and when the
+parent dies (``kill -9`` included) it stops the worker's main thread with SIGTERM (the
+worker then closes its env), or ends the process if that does not work within
+`PARENT_EXIT_GRACE_S`. With the workers gone, multiprocessing's resource tracker (whose
+pipe they share) exits too. `close()` is idempotent, waits a few seconds at most, and then
+terminates and kills; it also runs when the manager is garbage collected or at
+interpreter exit, so no worker outlives its manager. It is interrupt-safe: a Ctrl-C that
+arrives while it runs (the second Ctrl-C of an impatient user) makes it stop waiting for
+the workers and kill them at once, and is delivered to the previous handler only once
+every worker is gone. Shared-memory segments are unlinked as soon as their worker has
+mapped them, so a killed worker or parent leaves nothing in ``/dev/shm``.
 
 For tests, ``builtin:_Crash`` (`envs.builtin.crash`) is an env that raises, exits or hangs
 on a chosen step.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -52,18 +72,19 @@ import secrets
 import select
 import signal
 import struct
+import threading
 import time
 import traceback
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from envs.base_env import ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps, TerminalSteps, all_steps
-from envs.exceptions import EnvError, EnvWorkerError
+from envs.exceptions import EnvError, EnvInterrupted, EnvWorkerError
 from envs.registry import make_env, parse_env_id, validate_env
 
 StepDict = Dict[str, Tuple[DecisionSteps, TerminalSteps]]
@@ -74,6 +95,22 @@ _Manager = TypeVar("_Manager", bound="EnvManager")
 #: they block. A blocked process is woken in ~100 us here (a bare pipe ping-pong between
 #: two Python processes: 106 us blocking, 10 us spinning).
 SPIN_S = 1e-3
+
+#: Longest a wait for workers blocks before it calls the stop check again (when one is
+#: set): how late, at most, a Ctrl-C or SIGTERM is noticed while a worker hangs.
+STOP_POLL_S = 0.1
+
+#: Seconds a worker whose parent died gives its main thread to close the env after
+#: SIGTERM, before the watchdog ends the process without it.
+PARENT_EXIT_GRACE_S = 5.0
+
+#: Step timeout of worker processes when none is given (`make_env_manager`'s default).
+DEFAULT_STEP_TIMEOUT_S = 600.0
+
+#: Upper bounds that refuse absurd sizes up front, before processes or arrays are made:
+#: 10k worker processes or a billion Gymnasium copies never train, they exhaust the machine.
+MAX_NUM_ENVS = 1024
+MAX_AGENTS_PER_ENV = 1_000_000
 
 
 class _Waiter:
@@ -147,6 +184,33 @@ class EnvManager(ABC):
     #: `step_async` and `wait_all` (or `step_some` and `wait_some`); False: they step in
     #: the caller's thread, inside `wait_all` / `wait_some`, so there is nothing to overlap.
     steps_in_background = False
+
+    #: The callable given to `set_stop_check` (None: waits are never cut short).
+    _stop_check: Optional[Callable[[], bool]] = None
+
+    def set_stop_check(self, check: Optional[Callable[[], bool]]) -> None:
+        """Makes waits for workers end early when ``check()`` returns True.
+
+        The training loop passes ``lambda: stop_flag_is_set`` (its SIGINT/SIGTERM handlers
+        only set a flag). A manager whose envs run in other processes then calls ``check``
+        at least every `STOP_POLL_S` seconds while it waits for them (`reset`, `step`,
+        `wait_all`, `wait_some`) and raises `EnvInterrupted` once it returns True, instead
+        of waiting up to the step timeout for a worker that hangs; the manager is unusable
+        afterwards (close it). A manager that steps its envs in the caller's thread
+        (`InProcessEnvManager`) has nothing to wait on: an env that hangs there holds the
+        caller itself, so only an exception raised by a signal handler can end it.
+
+        Args:
+            check: cheap, side-effect free, callable from the thread that steps; None
+                removes it.
+        """
+        if check is not None and not callable(check):
+            raise TypeError(f"set_stop_check() needs a callable or None, got {type(check).__name__}")
+        self._stop_check = check
+
+    def _stop_requested(self) -> bool:
+        check = self._stop_check
+        return check is not None and bool(check())
 
     @abstractmethod
     def reset(self) -> List[EnvStep]:
@@ -234,13 +298,69 @@ def resolve_seed(seed: int, num_envs: int) -> int:
 
 
 def _check_counts(num_envs: int, agents_per_env: int) -> None:
-    for key, value in (("num_envs", num_envs), ("agents_per_env", agents_per_env)):
+    limits = (("num_envs", num_envs, MAX_NUM_ENVS), ("agents_per_env", agents_per_env, MAX_AGENTS_PER_ENV))
+    for key, value, most in limits:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise EnvError(f"env_settings.{key} must be an integer >= 1, got {value!r}")
+        if value > most:
+            raise EnvError(f"env_settings.{key} must be at most {most:,}, got {value:,}")
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _env_error_line(env_id: str, i: int, text: str) -> str:
+    """The line for an `EnvError` an env raised while stepping: the env and worker first,
+    then the env's own words (without the env id when they start with it)."""
+    text = _one_line(text)
+    prefix = f"{env_id}: "
+    if text.startswith(prefix):
+        text = text[len(prefix):]
+    return f"env {env_id!r} worker {i}: {text}"
+
+
+@contextlib.contextmanager
+def _signals_deferred(redeliver: bool) -> Iterator[threading.Event]:
+    """Holds back SIGINT and SIGTERM (where Python handles them) for the duration.
+
+    Yields an event that is set when one arrives: cleanup that waits (for worker processes
+    to exit) should then stop waiting and kill. On exit the previous handlers come back,
+    and a signal that arrived is handed to its previous handler when ``redeliver`` (the
+    default SIGINT handler then raises KeyboardInterrupt, outside the cleanup). Without
+    ``redeliver`` (garbage collection, interpreter exit: an exception there is only
+    printed as "Exception ignored") it only hurried the cleanup.
+
+    Why: a KeyboardInterrupt raised inside ``close()`` (a second Ctrl-C while the workers
+    are being joined) used to abandon the shutdown half-way, with a traceback, and leave
+    workers behind. Signal handlers only run in the main thread, so elsewhere nothing can
+    interrupt the cleanup and this does nothing.
+    """
+    hurry = threading.Event()
+    received: List[int] = []
+    previous: Dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+
+        def hold(signum: int, frame: Any) -> None:
+            received.append(signum)
+            hurry.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if callable(handler):  # SIG_DFL / SIG_IGN / not set from Python: leave them be
+                try:
+                    signal.signal(signum, hold)
+                except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+                    continue
+                previous[signum] = handler
+    try:
+        yield hurry
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if redeliver:
+            for signum in dict.fromkeys(received):  # once per signal, in order
+                previous[signum](signum, None)
 
 
 def _check_actions(
@@ -350,21 +470,34 @@ class InProcessEnvManager(EnvManager):
         return out
 
     def close(self) -> None:
-        if self._closed:
-            return
+        """Closes every env once; a Ctrl-C meanwhile is delivered after the last one."""
         self._closed = True
-        for env in self._envs:
-            try:
-                env.close()
-            except Exception:  # close every env even if one fails
-                pass
+        with _signals_deferred(redeliver=True):
+            # Envs still open are taken one at a time, so a close() that is cut short
+            # (an exception other than a signal) is finished by the next one.
+            while self._to_close:
+                env = self._to_close.pop(0)
+                try:
+                    env.close()
+                except Exception:  # close every env even if one fails
+                    pass
+
+    @property
+    def _to_close(self) -> List[BaseEnv]:
+        if "_open_envs" not in self.__dict__:
+            self._open_envs: List[BaseEnv] = list(self._envs)
+        return self._open_envs
 
     def _worker_error(self, i: int, e: Exception) -> EnvWorkerError:
         """Like a crashed worker process: close every env; later calls raise the same error."""
         if isinstance(e, EnvWorkerError):
             err = e
         else:
-            err = EnvWorkerError(f"env {self._env_id!r} worker {i} raised {type(e).__name__}: {_one_line(str(e))}")
+            if isinstance(e, EnvError):  # the env's own one-line report (e.g. a NaN observation)
+                line = _env_error_line(self._env_id, i, str(e))
+            else:
+                line = f"env {self._env_id!r} worker {i} raised {type(e).__name__}: {_one_line(str(e))}"
+            err = EnvWorkerError(line)
             err.worker_traceback = traceback.format_exc()  # type: ignore[attr-defined]
         self._error = err
         self.close()
@@ -715,17 +848,73 @@ _STEP, _STEP_PACKED, _RESET, _MAP, _CLOSE = b"S", b"s", b"R", b"M", b"C"
 _READY, _OK, _OK_PACKED, _MAPPED, _ERROR = b"Y", b"K", b"k", b"A", b"E"
 
 
-def _worker_main(conn: Any, env_id: str, env_args: Optional[Dict[str, Any]], seed: int, agents_per_env: int) -> None:
+class _Terminated(BaseException):
+    """SIGTERM in a worker: raised in its main thread so that the env is closed on the way
+    out (`_Workers.shutdown` of a hung worker, or the watchdog after the parent died)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _watch_parent(alive: Any, main_ident: int, done: threading.Event) -> None:
+    """Worker thread: ends the worker when its parent is gone, even mid-step.
+
+    ``alive`` is the read end of a pipe whose only write end the parent holds and never
+    writes to, so the read returns EOF exactly when the parent has exited, however it
+    died (``kill -9`` included). The main thread notices on its own when it is waiting
+    for a command (its pipe closes too); when it is inside a step that hangs it does not,
+    so it gets SIGTERM (`_Terminated`: the env is closed), and if it still has not
+    finished after `PARENT_EXIT_GRACE_S` (stuck in native code) the process ends here.
+    """
+    try:
+        while True:
+            alive.recv_bytes()  # the parent never writes; only EOF ends this
+    except (EOFError, OSError):
+        pass
+    if done.wait(0.5):  # the main thread saw its own pipe close and is leaving
+        return
+    try:
+        signal.pthread_kill(main_ident, signal.SIGTERM)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - no pthread_kill
+        pass
+    if not done.wait(PARENT_EXIT_GRACE_S):
+        os._exit(1)
+
+
+def _worker_main(
+    conn: Any,
+    env_id: str,
+    env_args: Optional[Dict[str, Any]],
+    seed: int,
+    agents_per_env: int,
+    alive: Any = None,
+) -> None:
     """Body of a worker process: build the env, then serve reset/step/map/close commands.
 
     Replies: ready (pickled specs) once, then one reply per command; on an exception an
-    error ``(type name, one-line message, is EnvError, traceback)`` and exit.
+    error ``(type name, one-line message, is EnvError, traceback)`` and exit. ``alive``:
+    the read end of the parent's lifeline pipe (see `_watch_parent`).
     """
+    # Ctrl-C reaches the whole process group; the parent decides when workers close. The
+    # parent started us with SIGINT blocked so that one arriving while this process was
+    # still importing could not raise KeyboardInterrupt here: ignoring it discards any
+    # that is pending, then it can be unblocked (for processes the env may start).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    done = threading.Event()
     env: Optional[BaseEnv] = None
     channel: Optional[_Channel] = None
+    terminated = False
     try:
         try:
+            signal.signal(signal.SIGTERM, _raise_terminated)
+            if alive is not None:
+                threading.Thread(
+                    target=_watch_parent, args=(alive, threading.get_ident(), done), name="parent-watchdog",
+                    daemon=True,
+                ).start()
             env = make_env(env_id, env_args, seed, agents_per_env)
             specs = dict(env.behavior_specs)
             names = list(specs)
@@ -769,21 +958,45 @@ def _worker_main(conn: Any, env_id: str, env_args: Optional[Dict[str, Any]], see
                     _send_message(conn, _OK_PACKED + _pack_steps(names, steps))
         except (BrokenPipeError, ConnectionResetError):
             return  # the parent is gone
+        except _Terminated:
+            terminated = True  # nobody waits for an answer: close the env and go
         except BaseException as e:
             info = (type(e).__name__, _one_line(str(e)), isinstance(e, EnvError), traceback.format_exc())
             try:
                 _send_message(conn, _ERROR + pickle.dumps(info))
+            except _Terminated:
+                terminated = True
             except Exception:
                 pass
     finally:
-        if channel is not None:
-            channel.release()
-        if env is not None:
-            try:
-                env.close()
-            except Exception:
-                pass
-        conn.close()
+        try:
+            if channel is not None:
+                channel.release()
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:
+                    pass
+            conn.close()
+        except _Terminated:  # a second SIGTERM while closing: stop closing
+            terminated = True
+        done.set()
+    if terminated:
+        # End as the signal would have ended us, so the parent's report of a worker killed
+        # by SIGTERM (e.g. sent to the whole process group) reads as before.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _check_timeout(key: str, value: Optional[float]) -> Optional[float]:
+    """``value`` as seconds (a finite number > 0) or None (no limit); `EnvError` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+        math.isfinite(value) and value > 0
+    ):
+        raise EnvError(f"{key} must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def _unlink(segments: List[SharedMemory]) -> None:
@@ -800,34 +1013,86 @@ def _unlink(segments: List[SharedMemory]) -> None:
             pass
 
 
-def _shutdown(procs: List[Any], conns: List[Any], segments: List[Any], grace_s: float) -> None:
-    """Ask workers to close, then terminate, then kill; never waits much longer than grace_s.
+class _Workers:
+    """A manager's worker processes, their pipes and its segments not yet unlinked, with
+    the one shutdown that ends them (held by the manager's finalizer, not the manager)."""
 
-    Also unlinks any shared-memory segment still named in /dev/shm.
-    """
-    _unlink(segments)
-    for conn, proc in zip(conns, procs):
-        if proc.is_alive():
-            try:
-                conn.send_bytes(_CLOSE)
-            except Exception:
-                pass
-    deadline = time.monotonic() + grace_s
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(1.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(1.0)
-    for conn in conns:
-        try:
-            conn.close()
-        except Exception:
-            pass
+    def __init__(self) -> None:
+        self.procs: List[Any] = []
+        self.conns: List[Any] = []
+        self.lifelines: List[Any] = []  # write ends of the workers' `_watch_parent` pipes
+        self.segments: List[SharedMemory] = []  # created, not yet unlinked
+        self.done = False
+
+    def shutdown(self, grace_s: float, redeliver: bool = True, stuck: Sequence[int] = ()) -> None:
+        """Ask workers to close, then terminate, then kill; never waits much longer than
+        ``grace_s`` (plus 1 s per stage that a worker resists). Also unlinks any segment
+        still named in /dev/shm. ``stuck``: workers that are busy with a step nobody waits
+        for any more (they would read "close" only once it ends): terminated at once.
+
+        Idempotent and interrupt-safe: it runs to the end once; SIGINT/SIGTERM meanwhile
+        cut the waiting short and are delivered afterwards (see `_signals_deferred`); if
+        anything else cuts it short, the next call finishes the work.
+        """
+        if self.done:
+            return
+        with _signals_deferred(redeliver) as hurry:
+            _unlink(self.segments)
+            started = [(conn, proc) for conn, proc in zip(self.conns, self.procs) if proc.pid is not None]
+            for conn, proc in started:
+                if proc.is_alive():
+                    try:
+                        conn.send_bytes(_CLOSE)
+                    except Exception:
+                        pass
+            for i in stuck:
+                if self.procs[i].pid is not None and self.procs[i].is_alive():
+                    self.procs[i].terminate()  # SIGTERM: it closes its env and exits
+            procs = [proc for _, proc in started]
+            _join_all(procs, grace_s, hurry)
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+            # After SIGTERM they close their env and exit: a second or so, a moment if hurried.
+            _join_all(procs, 0.2, None) if hurry.is_set() else _join_all(procs, 1.0, hurry)
+            for proc in procs:
+                if proc.is_alive():
+                    proc.kill()
+            _join_all(procs, 1.0, None)
+            for conn in self.conns + self.lifelines:
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+            self.done = True
+
+
+def _join_all(procs: Sequence[Any], timeout: float, hurry: Optional[threading.Event]) -> None:
+    """Waits up to ``timeout`` s for every process in ``procs`` to exit (reaping those that
+    did), in short slices so that ``hurry`` being set ends the wait at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in procs if p.is_alive()]  # is_alive() reaps the ones that exited
+        left = deadline - time.monotonic()
+        if not alive or left <= 0 or (hurry is not None and hurry.is_set()):
+            return
+        multiprocessing.connection.wait([p.sentinel for p in alive], min(left, STOP_POLL_S))
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while a worker is started: the new process inherits
+    the mask across ``exec`` and keeps SIGINT blocked until `_worker_main` ignores it, so
+    a Ctrl-C during its start-up cannot print a KeyboardInterrupt traceback from it. One
+    that arrives meanwhile is delivered to this process when the block ends (not lost)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class SubprocessEnvManager(EnvManager):
@@ -844,9 +1109,10 @@ class SubprocessEnvManager(EnvManager):
         seed: int = 0,
         *,
         start_timeout: float = 120.0,
-        step_timeout: Optional[float] = 600.0,
+        step_timeout: Optional[float] = DEFAULT_STEP_TIMEOUT_S,
         start_method: str = "spawn",
         shared_memory: bool = True,
+        stop_check: Optional[Callable[[], bool]] = None,
     ) -> None:
         """
         Args:
@@ -861,46 +1127,57 @@ class SubprocessEnvManager(EnvManager):
             start_method: ``"spawn"`` or ``"forkserver"``; never ``"fork"``.
             shared_memory: steps and actions cross through shared memory (the default);
                 False sends them through the pipes (for comparisons).
+            stop_check: as `set_stop_check`, from the start (the workers' start-up
+                waits for up to ``start_timeout`` too).
         """
         _check_counts(num_envs, agents_per_env)
         validate_env(env_id, env_args)
         if start_method not in ("spawn", "forkserver"):
             raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
+        self._step_timeout = _check_timeout("step_timeout", step_timeout)
+        start_timeout = _check_timeout("start_timeout", start_timeout)
         self._env_id = env_id
         self._seed = resolve_seed(seed, int(num_envs))
-        self._step_timeout = step_timeout
         self._error: Optional[EnvWorkerError] = None
+        self._interrupted: Optional[EnvInterrupted] = None
+        self._abandoned: List[int] = []  # workers whose step was left unread by a stop
         self._closed = False
+        self.set_stop_check(stop_check)
         self._names: List[str] = []
         self._specs: Dict[str, BehaviorSpec] = {}
         ctx: Any = multiprocessing.get_context(start_method)
-        self._procs: List[Any] = []
-        self._conns: List[Any] = []
+        self._workers = _Workers()
+        self._procs: List[Any] = self._workers.procs
+        self._conns: List[Any] = self._workers.conns
         self._channels: List[Optional[_Channel]] = [None] * int(num_envs)
-        self._unconfirmed: List[SharedMemory] = []  # created, not yet unlinked
+        self._unconfirmed: List[SharedMemory] = self._workers.segments  # created, not yet unlinked
         # Workers told to step and not yet read back: worker -> when it was told (its
         # step_timeout runs from then); out of lockstep, replies that came in while the
         # manager waited for other workers (a segment remap) wait in _early.
         self._stepping: Dict[int, float] = {}
         self._early: Dict[int, bytes] = {}
         self._warned_shm = False
-        # The finalizer holds the lists, not self: it runs on close(), on garbage
-        # collection and at interpreter exit, whichever comes first.
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns, self._unconfirmed, 5.0)
+        # The finalizer holds the workers, not self: it runs on garbage collection or at
+        # interpreter exit if close() has not run (then it does nothing).
+        self._finalizer = weakref.finalize(self, self._workers.shutdown, 5.0, False)
         args = dict(env_args) if env_args is not None else None
         try:
             for i in range(int(num_envs)):
                 parent_conn, child_conn = ctx.Pipe(duplex=True)
+                lifeline_r, lifeline_w = ctx.Pipe(duplex=False)  # see _watch_parent
                 proc = ctx.Process(
                     target=_worker_main,
-                    args=(child_conn, env_id, args, self._seed + i, int(agents_per_env)),
+                    args=(child_conn, env_id, args, self._seed + i, int(agents_per_env), lifeline_r),
                     name=f"env-worker-{i}",
                     daemon=True,
                 )
-                proc.start()
+                with _sigint_blocked():
+                    self._procs.append(proc)
+                    self._conns.append(parent_conn)
+                    self._workers.lifelines.append(lifeline_w)
+                    proc.start()
                 child_conn.close()  # so the parent sees EOF when the worker dies
-                self._procs.append(proc)
-                self._conns.append(parent_conn)
+                lifeline_r.close()  # only the worker may read it, only the parent hold it open
             self._poller = _Poller(self._conns, self._procs)
             replies = self._gather(start_timeout, starting=True)
             self._specs = _common_specs(env_id, [pickle.loads(r[1:]) for r in replies.values()])
@@ -923,6 +1200,11 @@ class SubprocessEnvManager(EnvManager):
     @property
     def seed(self) -> int:
         return self._seed
+
+    @property
+    def step_timeout(self) -> Optional[float]:
+        """Seconds each worker has to answer a reset or a step (None: no limit)."""
+        return self._step_timeout
 
     @property
     def worker_pids(self) -> List[int]:
@@ -990,8 +1272,12 @@ class SubprocessEnvManager(EnvManager):
         return self._steps_from(replies)
 
     def close(self) -> None:
+        """Ends every worker (idempotent; a Ctrl-C meanwhile hurries it, then is delivered)."""
         self._closed = True
-        self._finalizer()  # runs _shutdown at most once
+        # Workers that are mid-step when the manager closes (an interrupted wait, an
+        # exception between step_async and wait_all) answer in milliseconds or hang.
+        busy = self._interrupted is not None or bool(self._stepping)
+        self._workers.shutdown(1.0 if busy else 5.0, stuck=self._abandoned)
         for channel in self._channels:
             if channel is not None:
                 channel.release()
@@ -1091,6 +1377,8 @@ class SubprocessEnvManager(EnvManager):
         while pending and not (any_of and results):
             _, deadline = oldest()
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if self._stop_check is not None:  # wake up to look at it (see set_stop_check)
+                wait_s = STOP_POLL_S if wait_s is None else min(wait_s, STOP_POLL_S)
             for i, is_pipe in self._poller.wait(wait_s):
                 if i not in pending:
                     if is_pipe and i in self._stepping and i not in self._early:
@@ -1102,11 +1390,27 @@ class SubprocessEnvManager(EnvManager):
                 pending.discard(i)
             # Checked after every wait, not only after an empty one: out of lockstep the
             # other workers' answers would otherwise keep a hung worker's timeout away.
-            if pending:
+            if pending and not (any_of and results):
+                if self._stop_requested():
+                    self._interrupt(sorted(pending), results)
                 late, deadline = oldest()
                 if deadline is not None and time.monotonic() >= deadline:
                     self._fail(late, f"did not answer within {timeout:g} s", kill_first=True)
         return {i: results[i] for i in order if i in results}
+
+    def _interrupt(self, pending: List[int], results: Mapping[int, bytes]) -> NoReturn:
+        """Gives up waiting because the stop check said so: the manager is unusable from
+        now on (the replies of the workers in flight will never be read); close() ends
+        the workers, hung ones included."""
+        self._early.update(results)  # not needed any more, but not dropped on the floor
+        self._abandoned = list(pending)
+        which = ", ".join(str(i) for i in pending)
+        err = EnvInterrupted(
+            f"env {self._env_id!r}: stopped waiting for worker{'s' if len(pending) > 1 else ''} {which} "
+            f"(a stop was requested)"
+        )
+        self._interrupted = err
+        raise err
 
     def _read(self, i: int, starting: bool, is_pipe: bool) -> bytes:
         """Worker ``i``'s reply, which the poller says is there (``is_pipe``) or that the
@@ -1125,6 +1429,8 @@ class SubprocessEnvManager(EnvManager):
             type_name, text, is_env_error, tb = pickle.loads(message[1:])
             if starting and is_env_error:
                 self._fail(i, text, as_is=True, worker_traceback=tb)
+            if is_env_error:  # the env's own one-line report (e.g. a NaN observation)
+                self._fail(i, _env_error_line(self._env_id, i, text), whole_line=True, worker_traceback=tb)
             self._fail(i, f"raised {type_name}: {text}", worker_traceback=tb)
         return message
 
@@ -1148,23 +1454,32 @@ class SubprocessEnvManager(EnvManager):
         cause: str,
         *,
         as_is: bool = False,
+        whole_line: bool = False,
         kill_first: bool = False,
         worker_traceback: Optional[str] = None,
     ) -> NoReturn:
-        """Shut every worker down and raise the error for worker ``i``."""
+        """Shut every worker down and raise the error for worker ``i``: `EnvWorkerError`
+        "env <id> worker <i> <cause>" (``whole_line``: ``cause`` is the whole line), or the
+        `EnvError` ``cause`` (``as_is``), or `EnvInterrupted` when a stop was requested."""
         if kill_first and self._procs[i].is_alive():
             self._procs[i].kill()  # a hung worker will not read "close"
         self._closed = True
-        self._finalizer.detach()
-        _shutdown(self._procs, self._conns, self._unconfirmed, grace_s=1.0)
+        self._workers.shutdown(1.0)
         for channel in self._channels:
             if channel is not None:
                 channel.release()
+        died = not (as_is or whole_line or kill_first) and worker_traceback is None
+        if died and self._stop_requested():
+            # A stop was requested and then a worker died: most likely of the same
+            # SIGTERM sent to the whole process group, so this is the stop, not a failure.
+            interrupted = EnvInterrupted(f"env {self._env_id!r}: worker {i} {cause} (a stop was requested)")
+            self._interrupted = interrupted
+            raise interrupted
         if as_is:
             error = EnvError(cause)
             error.worker_traceback = worker_traceback  # type: ignore[attr-defined]
             raise error
-        err = EnvWorkerError(f"env {self._env_id!r} worker {i} {cause}")
+        err = EnvWorkerError(cause if whole_line else f"env {self._env_id!r} worker {i} {cause}")
         err.worker_traceback = worker_traceback  # type: ignore[attr-defined]
         self._error = err
         raise err
@@ -1172,6 +1487,8 @@ class SubprocessEnvManager(EnvManager):
     def _check_usable(self) -> None:
         if self._error is not None:
             raise self._error
+        if self._interrupted is not None:
+            raise self._interrupted
         if self._closed:
             raise RuntimeError("the env manager is closed")
 
@@ -1264,6 +1581,7 @@ def make_env_manager(
     agents_per_env: int,
     seed: int,
     unity: Optional[Any] = None,
+    step_timeout: Optional[float] = None,
 ) -> EnvManager:
     """The manager for ``env_settings``: in-process for one env, else one process per env;
     Unity games (a build path, or None for the Editor) in a `envs.unity.manager.UnityEnvManager`.
@@ -1275,9 +1593,19 @@ def make_env_manager(
         agents_per_env: agents per behavior in each env.
         seed: env i uses ``seed + i``; -1 draws a random base seed once.
         unity: `envs.unity.manager.UnityOptions` for Unity games (None: defaults).
+        step_timeout: seconds every env has to answer a reset or a step, for every env
+            kind (``env_settings.timeout_wait`` / ``--timeout-wait``); None: the default
+            (`DEFAULT_STEP_TIMEOUT_S` for worker processes, ``unity.timeout_wait`` for
+            Unity games). Worker processes that do not answer in time are killed and
+            reported; for Unity games it replaces ``unity.timeout_wait``. One env stepped in
+            this process (``num_envs == 1``) cannot be timed out: it runs in the caller's
+            own thread (see `EnvManager.set_stop_check`).
     """
     _check_counts(num_envs, agents_per_env)
+    step_timeout = _check_timeout("env_settings.timeout_wait", step_timeout)
     if env_id is None or parse_env_id(env_id)[0] == "unity":
+        import dataclasses
+
         from envs.unity.manager import UnityEnvManager, unity_args
 
         if int(agents_per_env) != 1:
@@ -1288,10 +1616,13 @@ def make_env_manager(
 
             unity = UnityOptions()
         if extra:
-            import dataclasses
-
             unity = dataclasses.replace(unity, additional_args=tuple(unity.additional_args) + extra)
+        if step_timeout is not None:
+            unity = dataclasses.replace(unity, timeout_wait=step_timeout)
         return UnityEnvManager(env_id, int(num_envs), seed, unity)
     if int(num_envs) == 1:
         return InProcessEnvManager(env_id, env_args, 1, agents_per_env, seed)
-    return SubprocessEnvManager(env_id, env_args, num_envs, agents_per_env, seed)
+    return SubprocessEnvManager(
+        env_id, env_args, num_envs, agents_per_env, seed,
+        step_timeout=DEFAULT_STEP_TIMEOUT_S if step_timeout is None else step_timeout,
+    )

@@ -14,3 +14,15 @@ class EnvWorkerError(EnvError):
 
 class DemoError(EnvError):
     """A .demo file is missing, empty, truncated, corrupt, or does not match the behavior."""
+
+
+class EnvInterrupted(Exception):
+    """An env manager stopped waiting for its workers because a stop was requested.
+
+    Raised by `envs.env_manager.SubprocessEnvManager` while it waits for workers (and by
+    any manager that honours `EnvManager.set_stop_check`) once the stop check it was given
+    returns True: the training loop's SIGINT/SIGTERM handler only sets a flag, and a worker
+    whose step hangs would otherwise keep the loop from ever seeing it. Not an `EnvError`:
+    nothing is wrong with the environment, the run is being stopped. The manager is
+    unusable afterwards (every call raises this again); ``close()`` it.
+    """

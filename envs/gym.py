@@ -16,6 +16,16 @@ Spaces:
   ``MultiDiscrete(nvec)`` -> one branch per entry (``start`` offsets are added).
 * anything else raises `EnvError`.
 
+Non-finite values: an observation or a reward that is NaN or infinite raises `EnvError`
+naming the env, what was non-finite, the agent and whether it came from a reset or a step.
+Unchecked, it reached the policy, whose NaN outputs became an invalid action that the env
+then rejected (CartPole: ``AssertionError: 2 (<class 'int'>) invalid``): the report blamed
+the action instead of the observation. Integer observation spaces cannot hold one and are
+not checked; a float batch costs one sum per step unless that sum is not finite.
+
+``gym:<module>:<id>`` imports ``<module>`` first (it registers the id); a module that
+cannot be imported is one `EnvError` line naming the module and the id.
+
 Episodes: ``terminated`` -> `TerminalSteps` with ``interrupted=False``; ``truncated``
 (and not terminated) -> ``interrupted=True``. The copy is reset at once and the agent comes
 back in `DecisionSteps` under a new id with reward 0. The first ``reset()`` seeds copy k
@@ -27,7 +37,9 @@ batch arrays are built once per step (they are fresh arrays, so callers may keep
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+import importlib
+import math
+from typing import Any, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -46,14 +58,53 @@ from envs.exceptions import EnvError
 ObsConverter = Callable[[Sequence[Any]], np.ndarray]
 
 
+def import_registering_module(gym_id: str) -> None:
+    """For ``module:Id``: imports ``module`` (which registers ``Id``), or raises one
+    `EnvError` line naming the module and the id. Plain ids import nothing.
+
+    Done here rather than by ``gymnasium.make`` because Gymnasium re-raises a failed import
+    as a bare ModuleNotFoundError (no module name on it, a traceback for the user), and
+    lets any other exception from the module's import escape as is.
+    """
+    if ":" not in gym_id:
+        return
+    module, _, env_name = gym_id.partition(":")
+    if not module or not env_name or ":" in env_name:
+        raise EnvError(f"gym:{gym_id}: expected gym:<id> or gym:<module>:<id>, e.g. gym:CartPole-v1")
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            raise EnvError(
+                f"gym:{gym_id}: no module named {module!r} to import for env {env_name!r} "
+                f"(is it installed, or on PYTHONPATH?)"
+            ) from e
+        raise EnvError(
+            f"gym:{gym_id}: importing module {module!r} for env {env_name!r} failed: "
+            f"{type(e).__name__}: {_one_line(e)}"
+        ) from e
+    except Exception as e:  # the module's own code failed: its error, on one line
+        raise EnvError(
+            f"gym:{gym_id}: importing module {module!r} for env {env_name!r} failed: "
+            f"{type(e).__name__}: {_one_line(e)}"
+        ) from e
+
+
 def _make(gym_id: str, make_kwargs: Mapping[str, Any]) -> Any:
     """``gymnasium.make`` with one-line `EnvError`s for what the user can fix."""
     import gymnasium
     from gymnasium import error as gym_error
 
+    import_registering_module(gym_id)
     try:
         return gymnasium.make(gym_id, **make_kwargs)
     except gym_error.UnregisteredEnv as e:  # NameNotFound, VersionNotFound, NamespaceNotFound
+        if ":" in gym_id:
+            module, _, env_name = gym_id.partition(":")
+            raise EnvError(
+                f"gym:{gym_id}: module {module!r} was imported but registered no Gymnasium id {env_name!r} "
+                f"({_one_line(e)})"
+            ) from e
         raise EnvError(f"gym:{gym_id}: not a registered Gymnasium environment id ({_one_line(e)})") from e
     except gym_error.DeprecatedEnv as e:
         raise EnvError(f"gym:{gym_id}: {_one_line(e)}") from e
@@ -74,8 +125,54 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def _obs_adapter(gym_id: str, space: Any) -> Tuple[ObservationSpec, ObsConverter]:
-    """The observation spec and a converter ``list of n raw obs -> [n, *shape] float32``."""
+_add_reduce = np.add.reduce
+_SMALL = 256  # up to this many values, a sum in Python beats a numpy reduction's fixed cost
+
+
+def _sum(values: np.ndarray) -> float:
+    """The sum of ``values`` (float32), accumulated in Python floats or numpy float64: no
+    sum of float32 values can overflow those, so only a NaN or an infinity among the values
+    makes it non-finite (and it never warns). Runs on every step: for the few values of
+    vector observations a sum in Python costs a fraction of a numpy reduction."""
+    if values.size > _SMALL:
+        return float(_add_reduce(values, None, np.float64))
+    if values.ndim == 1:
+        return sum(values.tolist())
+    if values.ndim == 2:
+        return sum(map(sum, values.tolist()))
+    return sum(values.reshape(-1).tolist())
+
+
+_isfinite = math.isfinite
+
+
+def _all_finite(values: np.ndarray) -> bool:
+    """Whether every value of ``values`` is finite (NaN and infinities survive a sum)."""
+    return _isfinite(_sum(values))
+
+
+def _first_non_finite(values: np.ndarray) -> Optional[Tuple[int, float]]:
+    """``(row, value)`` of the first NaN or infinity in ``values`` (``[n, ...]``), else None."""
+    flat = values.reshape(len(values), -1)
+    bad = ~np.isfinite(flat)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not len(rows):
+        return None
+    row = int(rows[0])
+    return row, float(flat[row][bad[row]][0])
+
+
+def _obs_adapter(gym_id: str, space: Any) -> Tuple[ObservationSpec, ObsConverter, bool]:
+    """The observation spec, a converter ``list of n raw obs -> [n, *shape] float32``, and
+    whether a converted observation can hold NaN or infinity (float ``Box`` spaces only)."""
+    spec, convert = _obs_spec_and_converter(gym_id, space)
+    from gymnasium import spaces
+
+    can_be_non_finite = isinstance(space, spaces.Box) and not np.issubdtype(space.dtype, np.integer)
+    return spec, convert, can_be_non_finite
+
+
+def _obs_spec_and_converter(gym_id: str, space: Any) -> Tuple[ObservationSpec, ObsConverter]:
     from gymnasium import spaces
 
     if isinstance(space, spaces.Box):
@@ -205,7 +302,7 @@ class GymEnv(BaseEnv):
             for _ in range(self._n):
                 self._envs.append(_make(gym_id, make_kwargs))
             first = self._envs[0]
-            obs_spec, self._convert_obs = _obs_adapter(gym_id, first.observation_space)
+            obs_spec, self._convert_obs, self._check_obs = _obs_adapter(gym_id, first.observation_space)
             self._actions = _Actions(gym_id, first.action_space)
         except BaseException:
             self.close()
@@ -246,8 +343,11 @@ class GymEnv(BaseEnv):
         self._ids = np.arange(self._next_id, self._next_id + self._n, dtype=np.int32)
         self._next_id += self._n
         self._pending = None
+        obs = self._convert_obs(raw)
+        if self._check_obs and not _all_finite(obs):
+            self._raise_non_finite("observation", obs, self._ids, None, "a reset")
         self._steps = (
-            DecisionSteps([self._convert_obs(raw)], np.zeros(self._n, np.float32), self._ids.copy()),
+            DecisionSteps([obs], np.zeros(self._n, np.float32), self._ids.copy()),
             self._empty_terminal,
         )
 
@@ -293,11 +393,35 @@ class GymEnv(BaseEnv):
                 interrupted=np.array([e[3] for e in ended], dtype=bool),
                 agent_id=self._ids[rows],
             )
+            when = "the last step of an episode"
+            if self._check_obs and not _all_finite(terminal.obs[0]):
+                self._raise_non_finite("observation", terminal.obs[0], terminal.agent_id, rows, when)
+            if not _all_finite(terminal.reward):
+                self._raise_non_finite("reward", terminal.reward, terminal.agent_id, rows, when)
             self._ids[rows] = np.arange(self._next_id, self._next_id + len(rows), dtype=np.int32)
             self._next_id += len(rows)
-        self._steps = (
-            DecisionSteps([self._convert_obs(raw_obs)], np.array(rewards, dtype=np.float32), self._ids.copy()),
-            terminal,
+        obs = self._convert_obs(raw_obs)
+        reward_batch = np.array(rewards, dtype=np.float32)
+        # One sum over rewards and observations (see `_sum`), written out: this is per step.
+        total = sum(reward_batch.tolist()) + _sum(obs) if self._check_obs else sum(reward_batch.tolist())
+        if not _isfinite(total):
+            if self._check_obs and not _all_finite(obs):
+                self._raise_non_finite("observation", obs, self._ids, None, "a step")
+            self._raise_non_finite("reward", reward_batch, self._ids, None, "a step")
+        self._steps = (DecisionSteps([obs], reward_batch, self._ids.copy()), terminal)
+
+    def _raise_non_finite(
+        self, what: str, values: np.ndarray, agent_ids: np.ndarray, copies: Optional[List[int]], when: str
+    ) -> NoReturn:
+        """The `EnvError` for the first NaN or infinity in ``values`` (one row per agent of
+        ``agent_ids``; ``copies``: their copy indices, None: row k is copy k)."""
+        found = _first_non_finite(values)
+        row, value = found if found is not None else (0, float("nan"))  # (the sum said so)
+        copy = row if copies is None else copies[row]
+        where = f"in observation {self._spec.observation_specs[0].name!r} " if what == "observation" else ""
+        raise EnvError(
+            f"gym:{self._gym_id}: the environment returned a non-finite {what}: {value} {where}"
+            f"of agent {int(agent_ids[row])} (copy {copy}) after {when}"
         )
 
     def close(self) -> None:

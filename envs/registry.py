@@ -79,6 +79,9 @@ def parse_env_id(env_id: str) -> Tuple[str, str]:
         name = env_id[len(GYM_PREFIX):]
         if not name:
             raise EnvError(f"{env_id!r} names no Gymnasium id; e.g. gym:CartPole-v1")
+        module, colon, gym_name = name.partition(":")
+        if colon and (not module or not gym_name or ":" in gym_name):
+            raise EnvError(f"{env_id!r}: expected gym:<id> or gym:<module>:<id>, e.g. gym:CartPole-v1")
         return "gym", name
     if is_unity_path(env_id):
         return "unity", env_id

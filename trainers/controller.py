@@ -42,7 +42,7 @@ import numpy as np
 
 from envs.base_env import ActionTuple, DecisionSteps, behavior_ids
 from envs.env_manager import EnvManager, EnvStep
-from envs.exceptions import EnvWorkerError
+from envs.exceptions import EnvInterrupted, EnvWorkerError
 from trainers.checkpoints import run_relative
 from trainers.exceptions import WorkerLostError
 from trainers.policy import ActionInfo
@@ -184,6 +184,10 @@ class TrainerController:
         return all(b.trainer.is_training_done for b in self.behaviors.values())
 
     def _request_stop(self, signum: int, frame: object) -> None:
+        if self._stop_signal is not None:
+            # A second Ctrl-C: the user will not wait for the save (nothing else can end an
+            # env that hangs in this thread); checkpoints already on disk are kept.
+            raise KeyboardInterrupt
         self._stop_signal = signum
 
     def run(self) -> None:
@@ -191,6 +195,8 @@ class TrainerController:
         previous = {
             s: signal.signal(s, self._request_stop) for s in (signal.SIGINT, signal.SIGTERM)
         }
+        # Waits for env workers end within a fraction of a second of a stop signal.
+        self.env.set_stop_check(lambda: self._stop_signal is not None)
         start = time.perf_counter()
         self._sync_acting_weights()
         if self.training:  # a checkpoint adopted by --resume gets the exports it lacks
@@ -236,10 +242,13 @@ class TrainerController:
         except WorkerLostError as exc:
             self._finish(start)  # the weights of the last completed update
             raise WorkerLostError(f"{exc}; checkpoint saved in {self.run_dir} (continue with --resume)") from None
+        except EnvInterrupted:
+            pass  # a stop signal ended a wait for the workers: save below, as for any stop
         except BaseException:
             self._wait_for_updates()  # no update thread outlives the run
             raise
         finally:
+            self.env.set_stop_check(None)
             for s, handler in previous.items():
                 signal.signal(s, handler)
         self._finish(start)

@@ -22,7 +22,8 @@ Options:
                               with onnxruntime instead of a checkpoint.
   --max-steps=<n>             Override max_steps of every behavior (quick runs).
   --base-port=<n>             First port for Unity games (worker i uses base port + i).
-  --timeout-wait=<s>          Seconds a Unity game has to connect and to answer each step (default 60).
+  --timeout-wait=<s>          Seconds an env has to answer each step (every env kind), and a Unity game
+                              to connect (default 60).
   --no-graphics               Run Unity builds without rendering (-nographics -batchmode).
   --no-graphics-monitor       Run Unity worker 0 with graphics and the others without
                               (engine_settings.no_graphics_monitor).
@@ -337,6 +338,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
             env = make_env_manager(
                 env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
                 unity=unity_options(options) if is_unity else None,
+                step_timeout=float(env_settings.timeout_wait),
             )
         except BaseException:
             if chief is not None:
@@ -415,13 +417,17 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
             )
             controller.run()
         finally:
-            env.close()
-            for trainer in trainers.values():
-                trainer.close()
-            for reporter in reporters.values():
-                reporter.close()
-            if chief is not None:
-                chief.end_workers()  # the run is over: the workers stop serving
+            try:
+                for trainer in trainers.values():
+                    trainer.close()
+                for reporter in reporters.values():
+                    reporter.close()
+            finally:
+                try:  # last: after a second Ctrl-C it passes the interrupt on, once every worker is gone
+                    env.close()
+                finally:
+                    if chief is not None:
+                        chief.end_workers()  # the run is over: the workers stop serving
     finally:
         lock.release(remove_if_empty=not wrote)
     return controller.exit_code

@@ -745,7 +745,7 @@ class EnvSettings:
     """First port for Unity environments (accepted for Unity; unused otherwise)."""
     # --- Unity (issue 12): the other Unity keys live in engine_settings, read by envs/unity.
     timeout_wait: int = 60
-    """Seconds a Unity build (or the Editor) has to connect, and to answer each step."""
+    """Seconds every env has to answer each reset and step; a Unity game also to connect."""
     num_areas: int = 1
     """Training areas each Unity build instantiates (sent in the handshake, as ML-Agents does)."""
 

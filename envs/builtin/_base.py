@@ -62,6 +62,34 @@ class BehaviorState:
         self.episode_steps = np.zeros(n, np.int64)
 
 
+#: Most observation and action values one step of a built-in env may hold, all agents and
+#: behaviors together (2**26 float32: 256 MiB). Far above any useful test (a thousand
+#: agents with an 84x84x3 camera hold 21M), it refuses absurd ``vis_obs_size``,
+#: ``num_agents`` or ``length`` up front with one line, instead of a numpy allocation error
+#: (or the machine swapping) at the first reset.
+MAX_STEP_VALUES = 1 << 26
+
+
+def values_per_agent(spec: BehaviorSpec) -> int:
+    """Observation and action values of one agent of ``spec``."""
+    per_agent = sum(int(np.prod(o.shape, dtype=object)) for o in spec.observation_specs)
+    return per_agent + spec.action_spec.continuous_size + spec.action_spec.discrete_size
+
+
+def check_step_size(env: str, per_agent: int, num_behaviors: int, num_agents: int) -> None:
+    """`EnvError` when one step would hold more than `MAX_STEP_VALUES` values
+    (``per_agent``: observation and action values of one agent, as `values_per_agent`).
+    Envs call it before they build specs from their arguments as well: a spec with a
+    billion discrete branches is itself too big to build."""
+    total = per_agent * num_behaviors * num_agents
+    if total > MAX_STEP_VALUES:
+        raise EnvError(
+            f"{env}: one step would hold {total:,} observation and action values ({num_behaviors} behavior(s) x "
+            f"{num_agents:,} agent(s) x {per_agent:,} per agent), more than the {MAX_STEP_VALUES:,} allowed; "
+            f"lower env_args such as num_agents, vis_obs_size, vec_obs_size or length"
+        )
+
+
 class BuiltinEnv(BaseEnv):
     """Base class of the built-in envs (see the module docstring)."""
 
@@ -82,6 +110,7 @@ class BuiltinEnv(BaseEnv):
                 ends with ``interrupted=True``. 0 means no limit.
             seed: seeds the env's only random generator.
         """
+        check_step_size(type(self).__name__, values_per_agent(spec), len(behavior_names), int(num_agents))
         self._spec = spec
         self._names = tuple(behavior_names)
         self._specs: Dict[str, BehaviorSpec] = {name: spec for name in self._names}

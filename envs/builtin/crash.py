@@ -9,6 +9,7 @@ since construction (step 1 is the first ``step()``):
 * ``exit_at_step=k``: ``step()`` number k kills the process with ``os._exit(3)``
   (a worker that dies without a word);
 * ``hang_at_step=k``: ``step()`` number k sleeps ``hang_seconds``;
+* ``hang_on_close=True``: ``close()`` sleeps ``hang_seconds`` (a worker slow to close);
 * ``raise_on_init=True``: the constructor raises ``RuntimeError``;
 * ``spec_mismatch=True``: the env's vector observation is one wider than asked (a worker
   whose behavior specs differ from the others').
@@ -36,6 +37,7 @@ class CrashEnv(Simple):
         hang_seconds: float = 3600.0,
         raise_on_init: bool = False,
         spec_mismatch: bool = False,
+        hang_on_close: bool = False,
         crash_seed: Optional[int] = None,
         seed: int = 0,
         **simple_kwargs: Any,
@@ -50,6 +52,7 @@ class CrashEnv(Simple):
         self._exit_at = exit_at_step if armed else -1
         self._hang_at = hang_at_step if armed else -1
         self._hang_seconds = float(hang_seconds)
+        self._hang_on_close = bool(hang_on_close) and armed
         self._step_count = 0
 
     def step(self) -> None:
@@ -61,3 +64,9 @@ class CrashEnv(Simple):
         if self._step_count == self._hang_at:
             time.sleep(self._hang_seconds)
         super().step()
+
+    def close(self) -> None:
+        if self._hang_on_close:
+            self._hang_on_close = False  # once
+            time.sleep(self._hang_seconds)
+        super().close()

@@ -31,7 +31,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, ObservationKind, ObservationSpec
-from envs.builtin._base import BehaviorState, BuiltinEnv, check_float, check_int, check_names
+from envs.builtin._base import BehaviorState, BuiltinEnv, check_float, check_int, check_names, check_step_size
 from envs.exceptions import EnvError
 
 TIME_PENALTY = 0.01
@@ -104,6 +104,8 @@ class Simple(BuiltinEnv):
         max_episode_steps = check_int(env, "max_episode_steps", max_episode_steps, 0)
         self._step_delay_s = check_float(env, "step_delay_ms", step_delay_ms, 0.0, 60_000.0) / 1000.0
         seed = check_int(env, "seed", seed, 0)
+        per_agent = num_vector * vec_obs_size + num_visual * vis_shape[0] * vis_shape[1] * vis_shape[2]
+        check_step_size(env, per_agent + continuous + discrete, len(names), num_agents)  # before specs are built
 
         self._continuous = continuous
         self._discrete = discrete

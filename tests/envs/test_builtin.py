@@ -259,3 +259,30 @@ def test_bad_values_are_one_line_env_errors(kwargs: Dict[str, Any], match: str) 
     with pytest.raises(EnvError, match=match) as info:
         Simple(**kwargs)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs",
+    [
+        (Simple, {"num_visual": 1, "vis_obs_size": [100_000, 100_000, 3]}),  # 112 GiB per image
+        (Simple, {"num_agents": 10**12}),
+        (Simple, {"discrete": 10**9}),  # the action spec alone would be a billion-entry tuple
+        (Simple, {"num_vector": 10**8}),
+        (Simple, {"num_agents": 5000, "behavior_names": [f"B{i}" for i in range(5000)], "vec_obs_size": 4}),
+        (Memory, {"num_visual": 2, "vis_obs_size": [4096, 4096, 3]}),
+        (Chain, {"length": 10**9}),
+    ],
+)
+def test_absurd_sizes_are_refused_up_front_in_one_line(cls: Any, kwargs: Dict[str, Any]) -> None:
+    # They used to reach numpy at the first reset: an allocation traceback, or swapping.
+    with pytest.raises(EnvError) as info:
+        cls(**kwargs)
+    message = str(info.value)
+    assert message.startswith(f"{cls.__name__}: one step would hold ")
+    assert "more than the 67,108,864 allowed" in message and "\n" not in message
+
+
+def test_large_but_sane_sizes_are_accepted() -> None:
+    env = Simple(num_visual=1, vis_obs_size=(84, 84, 3), num_agents=64, seed=0)  # 1.4M values per step
+    env.reset()
+    assert env.get_steps("Simple")[0].obs[1].shape == (64, 84, 84, 3)

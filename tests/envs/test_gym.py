@@ -253,3 +253,156 @@ def test_returned_arrays_are_not_reused() -> None:
     kept = first.obs[0].copy()
     env.step()
     np.testing.assert_array_equal(first.obs[0], kept)
+
+
+# --------------------------------------------------------------------------- non-finite values
+class _NonFiniteEnv(gymnasium.Env):
+    """Float observations of 0.5; at step ``bad_step`` (0: the reset) the copy reset with
+    seed ``bad_seed`` returns ``value`` in its observation (or its reward, ``in_reward``)."""
+
+    metadata: dict = {"render_modes": []}
+
+    def __init__(self, bad_step: int = 2, bad_seed: int = 0, value: float = float("nan"),
+                 in_reward: bool = False, terminate_at: int = 0, fill: float = 0.5) -> None:
+        self.observation_space = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.bad_step, self.bad_seed, self.value = bad_step, bad_seed, value
+        self.in_reward, self.terminate_at, self.fill = in_reward, terminate_at, fill
+        self.seed_given: Optional[int] = None
+        self.t = 0
+
+    def _obs(self) -> np.ndarray:
+        obs = np.full(3, self.fill, np.float32)
+        if self.t == self.bad_step and self.seed_given == self.bad_seed and not self.in_reward:
+            obs[1] = self.value
+        return obs
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> Any:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.seed_given = seed
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        bad = self.in_reward and self.t == self.bad_step and self.seed_given == self.bad_seed
+        return self._obs(), self.value if bad else 0.0, self.t == self.terminate_at, False, {}
+
+
+# Registered on import, so that a worker process can make it as gym:test_gym:TestNonFinite-v0.
+if "TestNonFinite-v0" not in gymnasium.registry:
+    gymnasium.register(id="TestNonFinite-v0", entry_point=_NonFiniteEnv, disable_env_checker=True)
+
+
+def _step_until_error(env: GymEnv, steps: int) -> None:
+    env.reset()
+    for _ in range(steps):
+        env.step()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"bad_step": 2}, "non-finite observation: nan in observation 'obs' of agent 0 (copy 0) after a step"),
+        ({"bad_step": 0, "bad_seed": 1, "value": float("-inf")},
+         "non-finite observation: -inf in observation 'obs' of agent 1 (copy 1) after a reset"),
+        ({"bad_step": 3, "bad_seed": 1, "value": float("inf"), "in_reward": True},
+         "non-finite reward: inf of agent 1 (copy 1) after a step"),
+        ({"bad_step": 2, "bad_seed": 1, "terminate_at": 2},
+         "non-finite observation: nan in observation 'obs' of agent 1 (copy 1) after the last step of an episode"),
+        ({"bad_step": 2, "terminate_at": 2, "in_reward": True},
+         "non-finite reward: nan of agent 0 (copy 0) after the last step of an episode"),
+    ],
+)
+def test_a_non_finite_observation_or_reward_is_reported_as_what_it_is(kwargs: Any, message: str) -> None:
+    # It used to reach the policy silently; NaN logits then sampled action 2 of Discrete(2),
+    # which the env rejected: the report blamed the action.
+    env = GymEnv("TestNonFinite-v0", agents_per_env=2, seed=0, **kwargs)
+    with pytest.raises(EnvError) as info:
+        _step_until_error(env, 4)
+    assert str(info.value) == f"gym:TestNonFinite-v0: the environment returned a {message}"
+
+
+def test_large_finite_values_are_accepted() -> None:
+    env = GymEnv("TestNonFinite-v0", agents_per_env=2, seed=0, bad_step=-1, fill=3e38)
+    _step_until_error(env, 3)  # 6 x 3e38 overflows a float32 sum: still no error
+    assert env.get_steps("TestNonFinite-v0")[0].obs[0][0, 0] == np.float32(3e38)
+
+
+def test_managers_report_a_nan_observation_naming_env_and_worker() -> None:
+    from envs.env_manager import InProcessEnvManager, SubprocessEnvManager
+    from envs.exceptions import EnvWorkerError
+
+    manager = InProcessEnvManager("gym:TestNonFinite-v0", {"bad_step": 1, "bad_seed": 1}, num_envs=2, seed=0)
+    manager.reset()
+    with pytest.raises(EnvWorkerError) as info:
+        manager.step([{}, {}])
+    assert str(info.value) == (
+        "env 'gym:TestNonFinite-v0' worker 1: the environment returned a non-finite observation: "
+        "nan in observation 'obs' of agent 0 (copy 0) after a step"
+    )
+    # A worker process imports this module to register the id (gym:<module>:<id>).
+    env_id = "gym:test_gym:TestNonFinite-v0"
+    with SubprocessEnvManager(env_id, {"bad_step": 1, "bad_seed": 1}, num_envs=2, seed=0) as workers:
+        workers.reset()
+        with pytest.raises(EnvWorkerError) as info:
+            workers.step([{}, {}])
+    assert str(info.value) == (
+        f"env {env_id!r} worker 1: the environment returned a non-finite observation: "
+        "nan in observation 'obs' of agent 0 (copy 0) after a step"
+    )
+
+
+# --------------------------------------------------------------------------- gym:<module>:<id>
+@pytest.mark.parametrize(
+    "env_id, message",
+    [
+        ("gym:no_such_module_xyz:Foo-v0",
+         "gym:no_such_module_xyz:Foo-v0: no module named 'no_such_module_xyz' to import for env 'Foo-v0' "
+         "(is it installed, or on PYTHONPATH?)"),
+        ("gym:envs.no_such_module:Foo-v0",
+         "gym:envs.no_such_module:Foo-v0: no module named 'envs.no_such_module' to import for env 'Foo-v0' "
+         "(is it installed, or on PYTHONPATH?)"),
+        ("gym:json:Foo-v0",
+         "gym:json:Foo-v0: module 'json' was imported but registered no Gymnasium id 'Foo-v0' "
+         "(Environment `Foo` doesn't exist.)"),
+    ],
+)
+def test_gym_module_errors_are_one_line_naming_module_and_id(env_id: str, message: str) -> None:
+    from envs.registry import make_env
+
+    with pytest.raises(EnvError) as info:
+        make_env(env_id, None, 0)
+    assert str(info.value) == message
+
+
+def test_a_module_that_fails_to_import_is_one_line(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envs.registry import make_env
+
+    (tmp_path / "broken_envs_xyz.py").write_text("import json\nraise RuntimeError('no licence\\nfound')\n")
+    (tmp_path / "needs_dep_xyz.py").write_text("import missing_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(EnvError) as info:
+        make_env("gym:broken_envs_xyz:Foo-v0", None, 0)
+    assert str(info.value) == (
+        "gym:broken_envs_xyz:Foo-v0: importing module 'broken_envs_xyz' for env 'Foo-v0' failed: "
+        "RuntimeError: no licence found"
+    )
+    with pytest.raises(EnvError) as info:
+        make_env("gym:needs_dep_xyz:Foo-v0", None, 0)
+    assert str(info.value) == (
+        "gym:needs_dep_xyz:Foo-v0: importing module 'needs_dep_xyz' for env 'Foo-v0' failed: "
+        "ModuleNotFoundError: No module named 'missing_dependency_xyz'"
+    )
+
+
+def test_missing_gym_module_through_the_managers_is_the_same_line() -> None:
+    from envs.env_manager import make_env_manager
+
+    line = ("gym:no_such_module_xyz:Foo-v0: no module named 'no_such_module_xyz' to import for env 'Foo-v0' "
+            "(is it installed, or on PYTHONPATH?)")
+    for num_envs in (1, 2):
+        with pytest.raises(EnvError) as info:
+            make_env_manager("gym:no_such_module_xyz:Foo-v0", None, num_envs, 1, 0)
+        assert str(info.value) == line

@@ -127,3 +127,19 @@ def test_envs_package_imports_no_trainers_tensorflow_or_gymnasium() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.parametrize("env_id", ["gym:a:b:c", "gym::CartPole-v1", "gym:module:"])
+def test_a_malformed_gym_module_id_is_refused_by_its_form(env_id: str) -> None:
+    # Checked before any worker starts (Gymnasium itself raised "too many values to unpack").
+    with pytest.raises(EnvError) as info:
+        parse_env_id(env_id)
+    assert str(info.value) == f"{env_id!r}: expected gym:<id> or gym:<module>:<id>, e.g. gym:CartPole-v1"
+
+
+def test_a_missing_gym_module_is_one_line_naming_module_and_id() -> None:
+    # It was a ModuleNotFoundError traceback from gymnasium.make.
+    assert _error("gym:no_such_module_xyz:Foo-v0") == (
+        "gym:no_such_module_xyz:Foo-v0: no module named 'no_such_module_xyz' to import for env 'Foo-v0' "
+        "(is it installed, or on PYTHONPATH?)"
+    )

@@ -257,3 +257,40 @@ def test_a_full_disk_is_one_line_and_the_run_resumes(tiny_disk, capsys):
     assert code == 0, capsys.readouterr().err
     st = json.loads((results / "full" / "run_logs" / "training_status.json").read_text())
     assert st["behaviors"]["Simple"]["step"] == 3000
+
+
+def test_ctrl_c_while_a_worker_hangs_saves_and_exits_130_at_once(tmp_path):
+    """A worker that hangs (far below the step timeout) must not hold Ctrl-C for a minute:
+    the wait ends, the run saves what it learned and exits 130, leaving no worker."""
+    cfg = yaml.safe_load(open(SIMPLE))
+    cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
+                           "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
+                                        "hang_at_step": 300, "hang_seconds": 3600, "crash_seed": 11}}
+    cfg["behaviors"]["Simple"]["checkpoint_interval"] = 100000
+    path = tmp_path / "hang.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    results = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "trainers.learn", str(path), "--run-id=hang",
+                             f"--results-dir={results}", "--max-steps=100000"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # Two workers in lockstep: the summary at step 500 is printed just before worker 1's
+        # step 300 (the run's step 600), where it hangs and the trainer waits for it.
+        while True:
+            line = proc.stdout.readline()
+            if not line or "Step: 500." in line:
+                break
+        assert proc.poll() is None
+        time.sleep(3.0)
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        waited = time.time() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert waited < 30, waited  # the step timeout (60 s) did not have to run out
+    assert "checkpoint saved" in out
+    status = json.loads((results / "hang" / "run_logs" / "training_status.json").read_text())
+    assert status["behaviors"]["Simple"]["step"] > 0
