@@ -43,10 +43,22 @@ runs it n times and prints the fastest (the least disturbed by other load).
 
     python scripts/benchmark.py --small-buffer [--steps=20000] [--repeat=3]
 
-With ``--small-buffer --process``: the same run as whole ``trainer-learn`` processes (what
-a user waits for, imports included); ``--repeat=n`` runs n and prints each and the median.
+With ``--process``: the PPO run (CartPole, or ``--config``) or, with ``--small-buffer``, that
+run, as whole ``trainer-learn`` processes (what a user waits for: imports, graph build,
+final checkpoint and export included); ``--repeat=n`` runs n and prints each (wall and CPU
+time) and the medians. ``--against=<checkout>`` runs another checkout of this project (the
+code before a change: ``git worktree add /tmp/before HEAD``) in turn with this one, n
+pairs, alternating which goes first, and prints the ratios.
 
-    python scripts/benchmark.py --small-buffer --process [--repeat=5]
+    python scripts/benchmark.py --small-buffer --process [--repeat=5] [--against=/tmp/before]
+    python scripts/benchmark.py --process [--repeat=2] [--against=/tmp/before]
+
+``--against-command="<command>"`` runs any command line in turn with ours instead: another
+trainer on the same task, as a whole process (Stable-Baselines3 in its own virtualenv,
+scripts/README_sb3.md; ML-Agents' ``mlagents-learn`` with the same settings).
+
+    python scripts/benchmark.py --process --repeat=2 \\
+        --against-command="/tmp/sb3venv/bin/python scripts/sb3_reference.py 1 --threads 1 --process"
 
 With ``--sac``: SAC on Pendulum-v1 with Stable-Baselines3's zoo SAC settings
 (config/sac/Pendulum.yaml: 256x256, batch 256, buffer 1e6, 100 steps before learning, one
@@ -62,6 +74,8 @@ import argparse
 import csv
 import json
 import os
+import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -365,25 +379,72 @@ def small_buffer_benchmark(steps: int, seed: int, repeat: int) -> None:
     print(f"  final mean reward (last summary): {best['final_reward']:.3f}")
 
 
-def small_buffer_processes(steps: int, seed: int, repeat: int) -> None:
-    """The same small-buffer run as whole ``trainer-learn`` processes, as a user starts it:
-    interpreter start, imports (TensorFlow's is the largest part), graph build, the loop,
-    the final checkpoint and export."""
-    walls = []
+def process_runs(
+    config: str, title: str, steps: int, seed: int, repeat: int, against: str | None, against_command: str | None = None
+) -> None:
+    """Whole ``trainer-learn`` processes, as a user starts them: interpreter start, imports
+    (TensorFlow's is the largest part), graph build, the loop, the final checkpoint and
+    export, interpreter exit. Every run is printed: wall time, and CPU time (user + system
+    of the process and any it started), which other load on the machine inflates less.
+
+    ``against``: another checkout of this project (the code before a change, say), run the
+    same way in turn with this one, ``repeat`` pairs; the pairs alternate which goes first,
+    so that drift of the machine's load does not always fall on the same side. Each side
+    runs its own code (its folder is the working directory and first on ``PYTHONPATH``)
+    on the same config file. ``against_command``: instead, any command line (another
+    trainer on the same task, e.g. ``scripts/sb3_reference.py --process`` in its own
+    virtualenv), run from this checkout's folder, in turn with ours the same way.
+    """
+    sides = [("this", ROOT)]
+    if against:
+        sides.append(("other", os.path.abspath(against)))
+    elif against_command:
+        sides.append(("other", None))
+    for _, checkout in sides:
+        if checkout is not None and not os.path.isfile(os.path.join(checkout, "trainers", "learn.py")):
+            raise SystemExit(f"{checkout}: not a checkout of this project (no trainers/learn.py)")
+    other = sides[1][1] or against_command if len(sides) > 1 else None
+    walls: dict = {name: [] for name, _ in sides}
+    cpus: dict = {name: [] for name, _ in sides}
+    print(f"{title}, {steps} steps, seed {seed}: whole trainer-learn processes"
+          + (f", alternated with {other}" if other else ""))
+    if other:
+        print(f"  this = {ROOT}")
     with tempfile.TemporaryDirectory(prefix="bench_proc_") as folder:
-        path = write_small_buffer_config(folder)
-        command = [sys.executable, "-m", "trainers.learn", path, "--run-id=bench", f"--results-dir={folder}",
-                   f"--max-steps={steps}", f"--seed={seed}", "--force"]
-        for _ in range(repeat):
-            start = time.perf_counter()
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
-            if done.returncode != 0:
-                raise SystemExit(f"trainer-learn failed:\n{done.stderr[-2000:]}")
-    listed = ", ".join(f"{w:.2f}" for w in walls)
-    print(f"PPO builtin:Simple (discrete), batch 16, buffer 64, 3 epochs, {steps} steps, seed {seed}:"
-          f" whole trainer-learn processes")
-    print(f"  wall time per process: {listed} s; median {statistics.median(walls):.2f} s")
+        for i in range(repeat):
+            order = sides if i % 2 == 0 else sides[::-1]
+            line = []
+            for name, checkout in order:
+                if checkout is None:
+                    command, cwd, env = shlex.split(against_command or ""), ROOT, dict(os.environ)
+                else:
+                    command = [sys.executable, "-m", "trainers.learn", config, "--run-id=bench",
+                               f"--results-dir={os.path.join(folder, name)}", f"--max-steps={steps}",
+                               f"--seed={seed}", "--force"]
+                    path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
+                    cwd, env = checkout, dict(os.environ, PYTHONPATH=path)
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if done.returncode != 0:
+                    raise SystemExit(f"{' '.join(command)} (in {cwd}) failed:\n{done.stderr[-2000:]}")
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                line.append(f"{name} {wall:.2f} s (CPU {cpu:.2f} s)")
+            print(f"  run {i + 1}: " + ", ".join(line), flush=True)
+    for name, _ in sides:
+        listed = ", ".join(f"{w:.2f}" for w in walls[name])
+        print(f"  {name}: wall per process {listed} s; median {statistics.median(walls[name]):.2f} s;"
+              f" CPU median {statistics.median(cpus[name]):.2f} s")
+    if other:
+        ratios = [o / t for t, o in zip(walls["this"], walls["other"])]
+        cpu_ratios = [o / t for t, o in zip(cpus["this"], cpus["other"])]
+        print(f"  other / this, per pair: wall {', '.join(f'{r:.3f}' for r in ratios)} (median"
+              f" {statistics.median(ratios):.3f}); CPU {', '.join(f'{r:.3f}' for r in cpu_ratios)} (median"
+              f" {statistics.median(cpu_ratios):.3f})")
 
 
 def main() -> None:
@@ -396,24 +457,44 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="LSTM vs feed-forward on builtin:Memory")
     parser.add_argument("--small-buffer", action="store_true", help="ML-Agents' test settings on builtin:Simple")
     parser.add_argument(
-        "--repeat", type=int, default=1, help="--small-buffer: runs, fastest printed; --memory: LSTM/FF pairs"
+        "--repeat", type=int, default=1,
+        help="--small-buffer: runs, fastest printed; --memory: LSTM/FF pairs; --process: runs (pairs with --against)"
     )
     parser.add_argument(
-        "--process", action="store_true", help="--small-buffer: time whole trainer-learn processes (imports too)"
+        "--process", action="store_true",
+        help="time whole trainer-learn processes (imports and export too) of the PPO run or --small-buffer",
+    )
+    parser.add_argument(
+        "--against", default=None,
+        help="--process: another checkout of this project, run in turn with this one (--repeat pairs)",
+    )
+    parser.add_argument(
+        "--against-command", default=None,
+        help="--process: a command line (another trainer on the same task) run in turn with this one",
     )
     parser.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (SB3 zoo settings)")
     parser.add_argument("--threaded", action="store_true", help="the run with threaded: true (updates in a thread)")
     args = parser.parse_args()
     # Options that only some modes read: an error, not a run that silently ignores them.
-    if args.process and not args.small_buffer:
-        parser.error("--process times the --small-buffer run; add --small-buffer")
+    if args.process and (args.signals or args.memory or args.sac or args.threaded or args.profile):
+        parser.error("--process times the PPO run (CartPole or --config) or --small-buffer")
+    if (args.against or args.against_command) and not args.process:
+        parser.error("--against and --against-command compare whole processes; add --process")
+    if args.against and args.against_command:
+        parser.error("--against or --against-command, not both")
     if args.threaded and (args.signals or args.memory or args.small_buffer or args.profile or args.sac):
         parser.error("--threaded applies to the PPO run (CartPole or --config) only")
     if args.profile and not args.sac:
         profile(args.config, args.steps or 100_000, args.seed)
         return None
-    if args.small_buffer and args.process:
-        small_buffer_processes(args.steps or 20000, args.seed, args.repeat)
+    if args.process:
+        with tempfile.TemporaryDirectory(prefix="bench_cfg_") as folder:
+            if args.small_buffer:
+                config = write_small_buffer_config(folder)
+                title, steps = "PPO builtin:Simple (discrete), batch 16, buffer 64, 3 epochs", args.steps or 20000
+            else:
+                config, title, steps = args.config, f"PPO {os.path.basename(args.config)}", args.steps or 100_000
+            process_runs(config, title, steps, args.seed, args.repeat, args.against, args.against_command)
         return None
     if args.small_buffer:
         small_buffer_benchmark(args.steps or 20000, args.seed, args.repeat)

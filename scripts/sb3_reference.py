@@ -15,8 +15,15 @@ reward is the mean of the last 20 episodes (compare with scripts/benchmark.py --
 
 SEED defaults to 1. --threads N calls torch.set_num_threads(N) before building
 the model; 0 (the default) leaves torch's own thread count alone.
+
+``--process``: the run as the counterpart of a whole ``trainer-learn`` process, to be timed
+from outside (``scripts/benchmark.py --process --against-command=...``): the model is
+saved at the end (``model.save``, as trainer-learn writes its final checkpoint and
+export) and the deterministic evaluation, which trainer-learn does not do, is skipped.
 """
 import argparse
+import os
+import tempfile
 import time
 
 import gymnasium as gym
@@ -61,7 +68,7 @@ class TimedSAC(Timed, SAC):
 SAC_TIMESTEPS = 20_000
 
 
-def sac_main(seed: int) -> None:
+def sac_main(seed: int, save: bool = False) -> None:
     env = Monitor(gym.make("Pendulum-v1"))
     model = TimedSAC(
         "MlpPolicy",
@@ -83,6 +90,8 @@ def sac_main(seed: int) -> None:
     t0 = time.perf_counter()
     model.learn(total_timesteps=SAC_TIMESTEPS)
     total_s = time.perf_counter() - t0
+    if save:
+        save_model(model)
     ep_rewards = [ep["r"] for ep in model.ep_info_buffer]
     last20 = float(np.mean(ep_rewards[-20:])) if ep_rewards else float("nan")
     print(f"torch {torch.__version__}  threads {torch.get_num_threads()}  seed {seed}  SAC Pendulum-v1")
@@ -94,18 +103,26 @@ def sac_main(seed: int) -> None:
     print(f"final_mean_ep_reward_last20  {last20:.1f}")
 
 
+def save_model(model) -> None:
+    """``model.save`` into a temporary folder (its cost is what is timed, not the file)."""
+    with tempfile.TemporaryDirectory(prefix="sb3_model_") as folder:
+        model.save(os.path.join(folder, "model"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("seed", nargs="?", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0,
                     help="torch.set_num_threads(N); 0 = torch default")
     ap.add_argument("--sac", action="store_true", help="SAC on Pendulum-v1 (zoo settings)")
+    ap.add_argument("--process", action="store_true",
+                    help="save the model at the end, skip the evaluation (whole-process timing)")
     args = ap.parse_args()
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.sac:
-        sac_main(args.seed)
+        sac_main(args.seed, args.process)
         return
 
     env = Monitor(gym.make("CartPole-v1"))
@@ -133,6 +150,13 @@ def main():
     steps = model.num_timesteps  # whole rollouts: 49 * 2048 = 100352
     ep_rewards = [ep["r"] for ep in model.ep_info_buffer]
     last20 = float(np.mean(ep_rewards[-20:])) if ep_rewards else float("nan")
+    if args.process:
+        save_model(model)
+        print(f"torch {torch.__version__}  threads {torch.get_num_threads()}  seed {args.seed}")
+        print(f"env_steps        {steps}")
+        print(f"total_s          {total_s:.2f}")
+        print(f"final_mean_ep_reward_last20  {last20:.1f}")
+        return
 
     eval_env = Monitor(gym.make("CartPole-v1"))
     eval_env.reset(seed=args.seed + 1000)

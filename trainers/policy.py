@@ -188,6 +188,22 @@ def _int_const(value: Sequence[int] | int, name: str) -> tf.Tensor:
     return tf.constant(value, dtype=tf.int32, name=name)
 
 
+def _runs_inline(settings: TrainerSettings, spec: BehaviorSpec) -> bool:
+    """Whether every run of the behavior's session belongs in the caller's thread, where
+    `FastCallable`'s AUTO_POOL puts the update of a feed-forward PPO actor and critic on
+    vector observations with the environment's reward only; SAC's updates, LSTM's,
+    convolutions' and those with reward-signal or BC networks beside run faster on the
+    inter-op pool, and a threaded trainer runs inference beside its update."""
+    return (
+        settings.trainer_type == "ppo"
+        and settings.network_settings.memory is None
+        and set(settings.reward_signals) <= {"extrinsic"}
+        and settings.behavioral_cloning is None
+        and not settings.updates_in_thread
+        and all(o.kind == ObservationKind.VECTOR for o in spec.observation_specs)
+    )
+
+
 class Policy:
     """The actor of one behavior: graph, session, normalizers and batched inference."""
 
@@ -257,7 +273,9 @@ class Policy:
                 else None
             )
         # Recurrent: no Grappler (its pass over the unrolled update graph costs seconds).
-        self.session = make_session(self.graph, devices, cpu_only, graph_rewrites=not self.use_recurrent)
+        self.session = make_session(
+            self.graph, devices, cpu_only, graph_rewrites=not self.use_recurrent, inline=_runs_inline(settings, spec)
+        )
         # Where update runs go: this session, or on a cluster chief the session on its
         # server (link_cluster); everything else runs here.
         self.update_session = self.session

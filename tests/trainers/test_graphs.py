@@ -270,6 +270,9 @@ def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch
     run that always used the pool."""
     from trainers.tf.session import AUTO_POOL, CALLER_THREAD, UPDATE_POOL, FastCallable
 
+    # A session with the general executor (a small PPO graph gets the single-threaded one,
+    # whose runs are all in the caller's thread: nothing for the pools to choose).
+    monkeypatch.setattr("trainers.policy._runs_inline", lambda settings, spec: False)
     spec = make_spec(1, (3,))
     settings = small_settings(batch_size=16, buffer_size=64, num_epoch=1)
     trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
@@ -310,6 +313,53 @@ def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch
     for key, weights in results.items():
         for a, b in zip(reference, weights):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
+
+
+def test_small_ppo_sessions_run_inline_with_the_same_weights(monkeypatch):
+    """A feed-forward PPO behavior on vector observations with the extrinsic reward gets a
+    session on TensorFlow's single-threaded executor (trainers.policy._runs_inline): its
+    update stays in the caller's thread untried, and inference and updates give the same
+    numbers as on the general executor. With memory, a camera, a reward-signal network, a
+    threaded trainer or more than one tower, the general executor stays."""
+    from dataclasses import replace
+
+    from trainers.settings import CuriositySettings, MemorySettings, NetworkSettings
+    from trainers.tf.session import CALLER_THREAD, runs_inline
+
+    spec = make_spec(1, (3,))
+    settings = small_settings(batch_size=16, buffer_size=64, num_epoch=2)
+    outputs = {}
+    for inline in (True, False):
+        if not inline:
+            monkeypatch.setattr("trainers.policy._runs_inline", lambda settings, spec: False)
+        trainer = make_trainer(spec, settings, seed=3)
+        assert runs_inline(trainer.policy.session) is inline
+        rng = np.random.default_rng(7)
+        trainer.buffer.add_fields(_minibatch(spec, trainer, 80, rng))
+        trainer.update()
+        if inline:
+            assert trainer.optimizer._update_fn.pool == CALLER_THREAD
+            assert trainer.optimizer._update_fn._trials == []
+        obs = random_obs(spec, 5, np.random.default_rng(8))
+        info = trainer.policy.act(obs)
+        variables = trainer.policy.graph.get_collection("trainable_variables")
+        outputs[inline] = trainer.policy.session.run(variables) + [info.log_probs]
+        trainer.close()
+    for a, b in zip(outputs[True], outputs[False]):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.undo()
+    memory = replace(settings, network_settings=NetworkSettings(hidden_units=16, memory=MemorySettings(16, 4)))
+    curiosity = replace(settings, reward_signals={**settings.reward_signals, "curiosity": CuriositySettings()})
+    for case, case_spec, case_settings, devices in (
+        ("memory", spec, memory, ("/cpu:0",)),
+        ("camera", make_spec(1, (3,), visual=(20, 20, 1)), settings, ("/cpu:0",)),
+        ("curiosity", spec, curiosity, ("/cpu:0",)),
+        ("threaded", spec, replace(settings, threaded=True), ("/cpu:0",)),
+        ("towers", spec, settings, ("/cpu:0", "/cpu:1")),
+    ):
+        trainer = make_trainer(case_spec, case_settings, seed=3, devices=devices)
+        assert not runs_inline(trainer.policy.session), case
+        trainer.close()
 
 
 def test_only_unrolled_lstm_updates_skip_the_caller_thread_trial():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from tensorflow.core.protobuf import rewriter_config_pb2
@@ -38,8 +38,15 @@ CALLER_THREAD = -1
 AUTO_POOL = -2
 
 
+def _one_local_cpu(devices: Sequence[str]) -> bool:
+    """Whether ``devices`` is one CPU device of this process (no GPU, no cluster job)."""
+    return len(devices) == 1 and count_cpu_devices(devices) == 1 and not any(
+        "gpu" in d.lower() or d.startswith("/job:") for d in devices
+    )
+
+
 def make_session_config(
-    devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False, graph_rewrites: bool = True
+    devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False, graph_rewrites: bool = True, inline: bool = False
 ) -> tf.ConfigProto:
     """A ConfigProto with enough virtual CPU devices for ``devices``.
 
@@ -58,6 +65,16 @@ def make_session_config(
       prove cheap, else this pool.
 
     Intra-op parallelism stays at one thread: the matrices are small.
+
+    ``inline=True``, for a graph whose every run belongs in the caller's thread (small
+    feed-forward networks; the caller decides: `trainers.policy`), on one local CPU
+    device: TensorFlow's single-threaded executor runs the session's graphs, every run in
+    the caller's thread whatever the callable asks for. It skips the general executor's
+    per-op bookkeeping for scheduling ops concurrently, so inference and small updates
+    cost less (README, Benchmarks), with the same results (the same kernels, in a fixed
+    order). It refuses graphs with TF1 control flow (Switch/Merge) or reference-typed
+    variables, neither of which the trainers build, and runs nothing concurrently, so
+    it is no choice for updates that the pool runs faster (SAC, LSTM, convolutions).
 
     ``graph_rewrites=False`` turns Grappler off. For recurrent policies: the update graph
     unrolls ``sequence_length`` LSTM steps of the actor and the critic, forward and
@@ -92,9 +109,24 @@ def make_session_config(
     # as fast or faster everywhere we measured: PPO updates at 64, 256 and 512 hidden
     # units, a conv encoder, SAC's 256x256 update (3.55 vs 4.09 ms).
     config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    # Grappler runs once per callable (inference, values, update), when it is made: start-up
+    # time. Its MLIR ("tfg") passes, its memory optimizer (for graphs too large for the
+    # device) and, on CPU, its layout optimizer (NCHW for GPU convolutions) change nothing
+    # in these graphs; the passes that make later runs faster (pruning the identities of
+    # variable reads, common-subgraph elimination, the dependency optimizer) stay. Not one
+    # round instead of two: the second changes the float result of a GAIL update in its
+    # last digits. Runs and results are the same with or without the three, and the
+    # callables are made faster (README, Benchmarks).
+    rewrites = config.graph_options.rewrite_options
+    rewrites.disable_tfg_optimizer = True
+    rewrites.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+    if not any("gpu" in d.lower() for d in devices):
+        rewrites.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
     if not graph_rewrites:
         config.graph_options.rewrite_options.disable_meta_optimizer = True
         config.graph_options.optimizer_options.opt_level = tf.OptimizerOptions.L0
+    if inline and _one_local_cpu(devices):
+        config.experimental.executor_type = SINGLE_THREADED_EXECUTOR
     if any(d.startswith("/job:") for d in devices):
         # Cluster towers (trainers/tf/cluster.py): this local session runs only the
         # inference side; the towers on other jobs' devices are never placed here.
@@ -102,12 +134,48 @@ def make_session_config(
     return config
 
 
+SINGLE_THREADED_EXECUTOR = "SINGLE_THREADED_EXECUTOR"
+
+
 def make_session(
-    graph: tf.Graph, devices: Sequence[str] = ("/cpu:0",), cpu_only: bool = False, graph_rewrites: bool = True
+    graph: tf.Graph,
+    devices: Sequence[str] = ("/cpu:0",),
+    cpu_only: bool = False,
+    graph_rewrites: bool = True,
+    inline: bool = False,
 ) -> tf.Session:
     """A session on ``graph`` able to place ops on every device in ``devices``
-    (``graph_rewrites``: see `make_session_config`)."""
-    return tf.Session(graph=graph, config=make_session_config(devices, cpu_only, graph_rewrites))
+    (``graph_rewrites``, ``inline``: see `make_session_config`)."""
+    return tf.Session(graph=graph, config=make_session_config(devices, cpu_only, graph_rewrites, inline))
+
+
+def runs_inline(session: tf.Session) -> bool:
+    """Whether every run of ``session`` is in the caller's thread (``inline`` above)."""
+    config = getattr(session, "_config", None)
+    return config is not None and config.experimental.executor_type == SINGLE_THREADED_EXECUTOR
+
+
+def _direct(tf_callable: object) -> Callable[..., list]:
+    """``tf_callable`` (a ``BaseSession._Callable``) as a function of the feed arrays that
+    calls TensorFlow's C entry point itself; the wrapper when its internals are not the
+    ones expected (another TensorFlow version)."""
+    try:
+        from tensorflow.python.client import pywrap_tf_session
+
+        run = pywrap_tf_session.TF_SessionRunCallable
+        session = tf_callable._session  # type: ignore[attr-defined]
+        handle = tf_callable._handle  # type: ignore[attr-defined]
+        session._session  # the C session: read at each call (None once the session is deleted)
+    except AttributeError:
+        return tf_callable  # type: ignore[return-value]
+
+    def call(*arrays: np.ndarray) -> list:
+        return run(session._session, handle, arrays, None)
+
+    # The wrapper releases the callable's handle when it is collected: it lives as long
+    # as this function does.
+    call.tf_callable = tf_callable  # type: ignore[attr-defined]
+    return call
 
 
 #: Ops that cost next to nothing per run (no kernel work): not counted by `_costly_op_count`.
@@ -143,6 +211,10 @@ class FastCallable:
     that: 32 us for the same step, which is what makes per-env-step inference and
     per-minibatch updates cheap. Counted in ``calls`` so tests can prove "one run per
     minibatch".
+
+    The callable is run through TensorFlow's C entry point directly, not through the
+    Python wrapper that ``_make_callable_from_options`` returns (which handles the
+    ``run_metadata`` keyword we never pass): one Python frame less on every inference step.
     """
 
     def __init__(
@@ -162,12 +234,14 @@ class FastCallable:
             options.feed.extend(t.name for t in feeds)
             options.fetch.extend(t.name for t in fetches)
             options.target.extend(op.name for op in targets)
-            return session._make_callable_from_options(options)
+            return _direct(session._make_callable_from_options(options))
 
         self._dtypes = [t.dtype.as_numpy_dtype for t in feeds]
         self.calls = 0
         if pool == AUTO_POOL and getattr(session, "sess_str", ""):
             pool = UPDATE_POOL  # a cluster session: its runs are remote, nothing to tune
+        if runs_inline(session):
+            pool = CALLER_THREAD  # where its runs go anyway: nothing to tune
         #: The pool in use; for AUTO_POOL, known once the trial calls are done.
         self.pool = pool
         self._trials: list = []
