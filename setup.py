@@ -29,9 +29,9 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "trainer-learn=trainers.learn:main",
-            "trainer-demo=trainers.demo_cli:main",
-            "trainer-export=trainers.export_cli:main",
+            "trainer-learn=trainers.cli.learn:main",
+            "trainer-demo=trainers.cli.demo:main",
+            "trainer-export=trainers.cli.export:main",
         ]
     },
 )

@@ -155,8 +155,8 @@ def make_env(
         raise EnvError(f"{env_id}: seed must be an integer >= 0, got {seed!r}")
     agents_per_env, seed = int(agents_per_env), int(seed)
     if kind == "unity":
-        from envs.unity.manager import unity_args
         from envs.unity.environment import UnityEnv
+        from envs.unity.options import unity_args
 
         return UnityEnv(name, worker_id=0, seed=seed, additional_args=unity_args(env_args))
     if kind == "builtin":

@@ -91,7 +91,7 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: 
     # imports torch before timing learn().
     import trainers.controller  # noqa: F401
     import trainers.export  # noqa: F401
-    from trainers.learn import run_training
+    from trainers.cli.learn import run_training
     from trainers.settings import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_") as results:
@@ -134,7 +134,7 @@ def print_profile(profiler, steps: int) -> None:
         "SACOptimizer.update": ("optimizer.py", "update"),
         "ReplayBuffer.sample": ("replay.py", "sample"),
         "process_trajectory": ("trainer.py", "process_trajectory"),
-        "env step (Gymnasium adapter)": ("env_manager.py", "step"),
+        "env step (Gymnasium adapter)": ("in_process.py", "step"),
     }
     rows = {}
     for (path, _, func), (cc, nc, tt, ct, callers) in stats.stats.items():
@@ -202,8 +202,8 @@ PROFILE_GROUPS = (
     ("TensorFlow session runs", lambda f, fn: "TF_Session" in fn),
     ("Gymnasium (the env itself)", lambda f, fn: "/gymnasium/" in f),
     ("envs/ (env API, Gymnasium adapter, managers)", lambda f, fn: "/envs/" in f),
-    ("trainers/controller.py", lambda f, fn: f.endswith("trainers/controller.py")),
-    ("trainers/trajectory.py", lambda f, fn: f.endswith("trainers/trajectory.py")),
+    ("trainers/loop/controller.py", lambda f, fn: f.endswith("trainers/loop/controller.py")),
+    ("trainers/loop/trajectory.py", lambda f, fn: f.endswith("trainers/loop/trajectory.py")),
     ("trainers/policy.py + tf/session.py", lambda f, fn: f.endswith(("trainers/policy.py", "tf/session.py"))),
     ("trainers/ (other: trainer, buffer, stats...)", lambda f, fn: "/trainers/" in f),
     ("numpy (Python level and C calls cProfile sees)", lambda f, fn: "numpy" in f or "numpy" in fn),

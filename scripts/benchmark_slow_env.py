@@ -66,7 +66,7 @@ def run(
     delay_ms: float, num_envs: int, threaded: bool, steps: int, hidden: int = HIDDEN, epochs: int = EPOCHS
 ) -> Tuple[float, Dict[str, float]]:
     """Loop steps/s and the timers of one training run."""
-    from trainers.learn import run_training
+    from trainers.cli.learn import run_training
     from trainers.settings import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_slow_") as folder:

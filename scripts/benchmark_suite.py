@@ -57,7 +57,7 @@ TASKS: List[Task] = [
 
 def run_task(task: Task, max_steps: Optional[int], seed: int) -> dict:
     """Trains one task in-process; returns our return, steps and timings."""
-    from trainers.learn import run_training
+    from trainers.cli.learn import run_training
     from trainers.settings import load_settings
     from trainers.stats import behavior_dir_name
 

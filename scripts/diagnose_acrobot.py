@@ -116,7 +116,7 @@ if opts.get("normmode"):
             mean = tf.zeros_like(mean)
         return tf.clip_by_value((x - mean) / std, -_nm.CLIP, _nm.CLIP)
     _nm.Normalizer.normalize = _normalize
-from trainers.learn import run_training
+from trainers.cli.learn import run_training
 from trainers.ppo.trainer import PPOTrainer
 _orig_update = PPOTrainer.update
 def _update(self):

@@ -20,6 +20,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,32 @@ def _file_sha(path: str) -> str:
         return _sha(f.read())
 
 
+def _graph_sha(path: str) -> str:
+    """A frozen GraphDef, serialised deterministically (protobuf writes map fields, such as
+    node attributes, in no fixed order: the same graph has several byte strings)."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    with open(path, "rb") as f:
+        graph.ParseFromString(f.read())
+    return _sha(graph.SerializeToString(deterministic=True))
+
+
+def _onnx_sha(path: str) -> str:
+    """An ONNX model up to the names tf2onnx gives folded constants (``const_fold_opt__N``
+    is numbered in an order that differs from run to run): the nodes' ops, the graph's
+    inputs and outputs, and every initializer's type, shape and bytes, sorted."""
+    import onnx
+
+    model = onnx.load(path)
+    graph = model.graph
+    parts = [n.op_type for n in graph.node]
+    parts += [f"in:{i.name}" for i in graph.input] + [f"out:{o.name}" for o in graph.output]
+    parts += sorted(f"{t.data_type}{list(t.dims)}{_sha(t.raw_data)}" for t in graph.initializer)
+    parts += sorted(f"{p.key}={p.value}" for p in model.metadata_props)
+    return _sha("\n".join(parts).encode())
+
+
 def digest_run(run_dir: str) -> Dict[str, str]:
     """``{what: sha}`` of everything a run wrote that must not change."""
     import numpy as np
@@ -53,7 +80,10 @@ def digest_run(run_dir: str) -> Dict[str, str]:
     import trainers.tf  # noqa: F401  (TensorFlow the project's way)
     import tensorflow as tf
 
-    out: Dict[str, str] = {"configuration.yaml": _file_sha(os.path.join(run_dir, "configuration.yaml"))}
+    with open(os.path.join(run_dir, "configuration.yaml"), "rb") as f:
+        # Paths of this checkout (a demo_path) are not behaviour.
+        config = f.read().replace(ROOT.encode(), b"<checkout>")
+    out: Dict[str, str] = {"configuration.yaml": _sha(config)}
     for behavior_dir in sorted(p for p in glob.glob(os.path.join(run_dir, "*")) if os.path.isdir(p)):
         behavior = os.path.basename(behavior_dir)
         if behavior == "run_logs":
@@ -64,8 +94,10 @@ def digest_run(run_dir: str) -> Dict[str, str]:
             for name in sorted(reader.get_variable_to_shape_map()):
                 value = np.asarray(reader.get_tensor(name))
                 out[f"{behavior}/{os.path.basename(prefix)}/{name}"] = _sha(value.tobytes())
-        for path in sorted(glob.glob(os.path.join(behavior_dir, "*.onnx")) + glob.glob(os.path.join(behavior_dir, "*.pb"))):
-            out[f"{behavior}/{os.path.basename(path)}"] = _file_sha(path)
+        for path in sorted(glob.glob(os.path.join(behavior_dir, "*.pb"))):
+            out[f"{behavior}/{os.path.basename(path)}"] = _graph_sha(path)
+        for path in sorted(glob.glob(os.path.join(behavior_dir, "*.onnx"))):
+            out[f"{behavior}/{os.path.basename(path)}"] = _onnx_sha(path)
         stats = os.path.join(behavior_dir, "stats.csv")
         if os.path.isfile(stats):
             with open(stats, newline="") as f:
@@ -98,9 +130,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["record", "compare"])
     parser.add_argument("file")
+    parser.add_argument("--results-tag", default="runs", help="names the fixed results folder (two checkouts at once)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as results:
+    # One fixed folder: the resolved configuration.yaml records it (a random temporary
+    # folder would make every configuration.yaml differ).
+    results = os.path.join(tempfile.gettempdir(), f"trainer-learn-golden-{args.results_tag}")
+    shutil.rmtree(results, ignore_errors=True)
+    try:
         digests = run_all(results)
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
     if args.mode == "record":
         with open(args.file, "w") as f:
             json.dump(digests, f, indent=1, sort_keys=True)

@@ -8,7 +8,7 @@ import pytest
 
 from envs.demo import check_demo_spec, load_demonstration
 from test_demo_support import real_demo
-from trainers.demo_cli import main
+from trainers.cli.demo import main
 
 
 def _run(capsys, argv):
@@ -142,7 +142,7 @@ def test_record_picks_a_team_suffixed_behavior_by_its_config_name(capsys, tmp_pa
 def test_record_a_trained_run_from_a_team_suffixed_env(capsys, tmp_path):
     """The run keeps its checkpoints and settings under the config name (``Simple``); a
     game reporting ``Simple?team=0`` plays that run's policy."""
-    from trainers.learn import main as learn
+    from trainers.cli.learn import main as learn
 
     train_cfg = tmp_path / "train.yaml"
     train_cfg.write_text(

@@ -186,7 +186,7 @@ def test_demo_package_imports_no_tensorflow_or_trainers():
     code = (
         "import sys, envs.demo, envs.demo.writer; "
         "assert not [m for m in sys.modules if m.split('.')[0] in ('trainers', 'tensorflow')]; "
-        "import trainers.demo_cli; "
+        "import trainers.cli.demo; "
         "bad = [m for m in sys.modules if m.split('.')[0] == 'tensorflow' or m.startswith('trainers.tf')]; "
         "assert not bad, bad; "
         "src = open(envs.demo.demonstration_pb2.__file__).read(); "

@@ -395,7 +395,7 @@ def test_step_delay_ms_slows_the_builtin_env() -> None:
 
 
 def test_without_shared_memory_the_pipes_carry_the_steps(monkeypatch, capsys) -> None:
-    import envs.env_manager as env_manager
+    import envs.managers.subprocess as env_manager
 
     def no_shm(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
@@ -417,7 +417,7 @@ def test_waiter_spins_only_while_answers_come_quickly(monkeypatch) -> None:
     and quick answers bring the spinning back."""
     import select
 
-    from envs import env_manager
+    from envs.managers import _wire as env_manager
 
     yields = []
     real_yield = os.sched_yield

@@ -7,7 +7,7 @@ import pytest
 @pytest.fixture
 def run_cli(tmp_path, capsys):
     """Runs ``trainer-learn`` in-process (TensorFlow is imported once per test session)."""
-    from trainers.learn import main
+    from trainers.cli.learn import main
 
     def run(*args: str):
         code = main([*args, f"--results-dir={tmp_path / 'results'}"])

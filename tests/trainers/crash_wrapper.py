@@ -62,7 +62,7 @@ def hook(name: str, args: tuple) -> None:
 
 
 def main() -> int:
-    from trainers.learn import main as learn_main
+    from trainers.cli.learn import main as learn_main
     from trainers.ppo.trainer import PPOTrainer
 
     save = PPOTrainer.save

@@ -188,7 +188,7 @@ def test_exported_model_plays_like_the_trained_policy(run_cli):
 
 def test_record_demo_from_a_trained_run(run_cli, tmp_path):
     from envs.demo import load_demonstration
-    from trainers.demo_cli import main as demo_main
+    from trainers.cli.demo import main as demo_main
 
     code, _, err = run_cli(SIMPLE, "--run-id=rec")
     assert code == 0, err

@@ -17,7 +17,7 @@ from test_towers import SPEC, minibatch  # the same spec and minibatches as loca
 from trainer_test_utils import config_path, small_settings
 
 from trainers.exceptions import ConfigError
-from trainers.learn import main
+from trainers.cli.learn import main
 from trainers.ppo.trainer import PPOTrainer
 from trainers.settings import ClusterSettings, load_cluster_file, load_settings, write_resolved_config
 from trainers.stats import StatsReporter

@@ -58,9 +58,9 @@ def test_trainer_learn_prints_our_lines_only(tmp_path) -> None:
 # left to decide (our filter and our default level were not applied).
 DEBUG_PROBE = """
 import json, os, sys
-import trainers.learn
+import trainers.cli.learn
 seen = {}
-run_training = trainers.learn.run_training
+run_training = trainers.cli.learn.run_training
 
 def probe(*args, **kwargs):
     # Before anything imports TensorFlow (tf2onnx's import sets its own level later).
@@ -68,8 +68,8 @@ def probe(*args, **kwargs):
                 shown=os.environ.get("TRAINER_LEARN_TF_LOGS"))
     return run_training(*args, **kwargs)
 
-trainers.learn.run_training = probe
-seen["code"] = trainers.learn.main(sys.argv[1:])
+trainers.cli.learn.run_training = probe
+seen["code"] = trainers.cli.learn.main(sys.argv[1:])
 print(json.dumps(seen))
 """
 

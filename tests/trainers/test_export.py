@@ -321,7 +321,7 @@ def test_export_errors(kwargs, message, trainers, tmp_path):
 
 
 def test_check_detects_a_mismatch(trainers, tmp_path, monkeypatch):
-    import trainers.export as export
+    import trainers.export.check as export
 
     real = export._live_reference
 
@@ -394,7 +394,7 @@ def test_onnx_policy_rejects_legacy_and_missing_files(trainers, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    from trainers.learn import main as learn_main
+    from trainers.cli.learn import main as learn_main
 
     results = tmp_path_factory.mktemp("results")
     config = os.path.join(ROOT, "config", "ppo", "Simple_discrete.yaml")
@@ -405,7 +405,7 @@ def trained_run(tmp_path_factory):
 
 def test_cli_exports_a_trained_run(trained_run, tmp_path, capsys):
     from envs.registry import make_env
-    from trainers.export_cli import main
+    from trainers.cli.export import main
 
     assert main([trained_run, "--check"]) == 0
     out = capsys.readouterr().out
@@ -444,7 +444,7 @@ def test_cli_exports_a_trained_run(trained_run, tmp_path, capsys):
     ],
 )
 def test_cli_errors(args, message, trained_run, tmp_path, capsys):
-    from trainers.export_cli import main
+    from trainers.cli.export import main
 
     argv = [a.format(run=trained_run, tmp=tmp_path) for a in args]
     assert main(argv) == 1
@@ -456,7 +456,7 @@ def test_cli_errors(args, message, trained_run, tmp_path, capsys):
 
 
 def test_cli_debug_raises(trained_run):
-    from trainers.export_cli import main
+    from trainers.cli.export import main
 
     with pytest.raises(ExportError):
         main([trained_run, "--opset=5", "--debug"])
@@ -466,7 +466,7 @@ def test_cli_missing_checkpoint_file_in_status(trained_run, tmp_path, capsys):
     """The status names a checkpoint whose files were deleted."""
     import shutil
 
-    from trainers.export_cli import main
+    from trainers.cli.export import main
 
     copy = tmp_path / "run"
     shutil.copytree(trained_run, copy)

@@ -170,7 +170,7 @@ def test_inference_with_nothing_to_play_is_refused(run_cli):
 
 
 def test_results_folder_mistakes_are_one_line(tmp_path, capsys):
-    from trainers.learn import main
+    from trainers.cli.learn import main
 
     a_file = tmp_path / "a_file"
     a_file.write_text("")
@@ -238,7 +238,7 @@ def tiny_disk(tmp_path):
 
 
 def test_a_full_disk_is_one_line_and_the_run_resumes(tiny_disk, capsys):
-    from trainers.learn import main
+    from trainers.cli.learn import main
 
     results = tiny_disk / "results"
     args = [SIMPLE, "--run-id=full", f"--results-dir={results}"]

@@ -307,7 +307,7 @@ def test_cli_resume_continues_with_the_saved_buffer(run_cli, tmp_path):
     assert second.num_experiences > n and second.rows_added == second.num_experiences
     np.testing.assert_array_equal(second.contents()["obs_0"][:n], first.contents()["obs_0"])
     # trainer-export restores the squashed actor alone from the SAC checkpoint.
-    from trainers.export_cli import main as export_main
+    from trainers.cli.export import main as export_main
 
     out = tmp_path / "exported.onnx"
     assert export_main([os.path.join(str(run_cli.results), "r"), f"--out={out}", "--check"]) == 0

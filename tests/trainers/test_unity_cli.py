@@ -181,7 +181,7 @@ def test_no_graphics_monitor_command_line_flag():
     """ML-Agents' --no-graphics-monitor, laid over engine_settings like the other engine flags."""
     from docopt import docopt
 
-    import trainers.learn as learn
+    import trainers.cli.learn as learn
 
     args = docopt(learn.__doc__, argv=["c.yaml", "--no-graphics-monitor"])
     assert learn.engine_overrides(args) == {"no_graphics_monitor": True}

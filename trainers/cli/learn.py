@@ -1,0 +1,493 @@
+"""trainer-learn: train PPO and SAC agents from an ML-Agents-style YAML config.
+
+Usage:
+  trainer-learn <config> [--cluster=<file>] [--debug] [options]
+  trainer-learn --worker --cluster=<file> --task-index=<i> [--debug]
+  trainer-learn --help
+  trainer-learn --version
+
+Options:
+  --env=<id>                  Environment: builtin:<Name>, gym:<id> or a Unity build path (overrides
+                              env_settings.env_path); none: the Unity Editor (press Play).
+  --run-id=<id>               Name of the run; results go to <results-dir>/<run-id>.
+  --results-dir=<dir>         Where runs are written (default: checkpoint_settings, else results).
+  --num-envs=<n>              Environment workers (subprocesses when > 1).
+  --agents-per-env=<n>        Copies of a Gymnasium env per worker, acting as agents.
+  --seed=<n>                  Random seed (-1: draw one); same seed, same run on CPU.
+  --resume                    Continue the run <run-id> from its last checkpoint.
+  --force                     Overwrite an existing run <run-id>.
+  --initialize-from=<run-id>  Start from the weights of another run's last checkpoint.
+  --inference                 Run the policy without training (deterministic actions).
+  --model=<file-or-dir>       With --inference: play an exported <Behavior>.onnx (or a directory of them)
+                              with onnxruntime instead of a checkpoint.
+  --max-steps=<n>             Override max_steps of every behavior (quick runs).
+  --base-port=<n>             First port for Unity games (worker i uses base port + i).
+  --timeout-wait=<s>          Seconds an env has to answer each step (every env kind), and a Unity game
+                              to connect (default 60).
+  --no-graphics               Run Unity builds without rendering (-nographics -batchmode).
+  --no-graphics-monitor       Run Unity worker 0 with graphics and the others without
+                              (engine_settings.no_graphics_monitor).
+  --time-scale=<x>            Unity time scale (engine_settings.time_scale).
+  --width=<n>                 Unity window width (engine_settings.width).
+  --height=<n>                Unity window height (engine_settings.height).
+  --quality-level=<n>         Unity quality level (engine_settings.quality_level).
+  --target-frame-rate=<n>     Unity target frame rate (engine_settings.target_frame_rate).
+  --capture-frame-rate=<n>    Unity capture frame rate (engine_settings.capture_frame_rate).
+  --num-gpus=<n>              Train on the first n GPUs as towers (0: CPU).
+  --devices=<list>            Explicit tower devices, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1.
+  --cpu                       Hide GPUs; train on the CPU.
+  --cluster=<file>            Towers on a TensorFlow cluster's workers (a file with chief: and workers:,
+                              or a config with cluster_settings:); this process is the chief.
+  --worker                    Serve as worker <i> of --cluster until the chief ends it (or Ctrl-C).
+  --task-index=<i>            With --worker: this worker's index in the cluster file's workers list.
+  --debug                     Print tracebacks for errors.
+  -h --help                   Show this help.
+  --version                   Show the version.
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from docopt import DocoptExit, docopt
+
+from envs.base_env import specs_by_name
+from envs.exceptions import EnvError
+from trainers import __version__, show_tensorflow_logs
+from trainers.cli import usage_error
+from trainers.exceptions import CheckpointError, ConfigError, TrainerError, os_error_line, shorten
+
+INT_OPTIONS = {
+    "--num-envs": "num_envs",
+    "--agents-per-env": "agents_per_env",
+    "--seed": "seed",
+    "--max-steps": "max_steps",
+    "--num-gpus": "num_gpus",
+    "--base-port": "base_port",
+    "--timeout-wait": "timeout_wait",
+}
+
+# --- Unity (issue 12): command-line engine settings, laid over the config's engine_settings.
+ENGINE_OPTIONS = {
+    "--time-scale": ("time_scale", float),
+    "--width": ("width", int),
+    "--height": ("height", int),
+    "--quality-level": ("quality_level", int),
+    "--target-frame-rate": ("target_frame_rate", int),
+    "--capture-frame-rate": ("capture_frame_rate", int),
+}
+
+
+def engine_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
+    """engine_settings values given on the command line (ML-Agents' flags)."""
+    out: Dict[str, Any] = {}
+    for opt, (key, kind) in ENGINE_OPTIONS.items():
+        value = args.get(opt)
+        if value is None:
+            continue
+        try:
+            out[key] = kind(value)
+        except ValueError:
+            raise ConfigError(f"{opt}: expected {'an integer' if kind is int else 'a number'}, got {shorten(repr(value))}") from None
+    if args.get("--no-graphics"):
+        out["no_graphics"] = True
+    if args.get("--no-graphics-monitor"):
+        out["no_graphics_monitor"] = True
+    return out
+
+
+def unity_options(options: Any) -> Any:
+    """`envs.unity.manager.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
+    from envs.unity.manager import UnityOptions, engine_config
+
+    env_settings = options.env_settings
+    editor = env_settings.env_path is None
+    # As ML-Agents: the Editor listens on 5004 unless a port other than the default is given.
+    port = None if editor and env_settings.base_port == 5005 else env_settings.base_port
+    return UnityOptions(
+        base_port=port,
+        timeout_wait=float(env_settings.timeout_wait),
+        engine=engine_config(options.engine_settings),
+        log_folder=os.path.join(options.run_dir, "run_logs"),
+        num_areas=env_settings.num_areas,
+    )
+
+
+def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
+    """docopt dict -> ``load_settings`` overrides (only the options that were given)."""
+    out: Dict[str, Any] = {}
+    for opt, key in INT_OPTIONS.items():
+        value = args.get(opt)
+        if value is None:
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            raise ConfigError(f"{opt}: expected an integer, got {shorten(repr(value))}") from None
+    for opt, key in (("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from")):
+        if args.get(opt) is not None:
+            out[key] = args[opt]
+    if args.get("--results-dir") is not None:
+        out["results_dir"] = args["--results-dir"]
+    if args.get("--devices"):
+        out["devices"] = tuple(d.strip() for d in args["--devices"].split(",") if d.strip())
+    for flag in ("--resume", "--force", "--inference", "--debug"):
+        if args.get(flag):
+            out[flag[2:]] = True
+    return out
+
+
+def resolve_devices(num_gpus: Optional[int], devices: Optional[Sequence[str]], cpu: bool) -> List[str]:
+    """Tower devices from the options; one clear error for a device that does not exist."""
+    import trainers.tf  # noqa: F401  (TensorFlow imported the project's way: faster, graph mode)
+    import tensorflow as tf_mod
+
+    gpus = [] if cpu else tf_mod.config.list_physical_devices("GPU")
+    if devices:
+        chosen = [d if d.startswith("/") else "/" + d for d in devices]
+    elif num_gpus:
+        chosen = [f"/gpu:{i}" for i in range(num_gpus)]
+    else:
+        return ["/cpu:0"]
+    available = [f"/gpu:{i}" for i in range(len(gpus))]
+    for d in chosen:
+        kind, _, index = d.lower().lstrip("/").rpartition("device:")[2].partition(":")
+        if kind == "cpu" and index.isdigit():
+            continue  # virtual CPU devices are created on demand
+        if kind == "gpu" and index.isdigit() and int(index) < len(gpus):
+            continue
+        raise ConfigError(
+            f"device {d!r} does not exist; available: /cpu:<n> (virtual){', ' + ', '.join(available) if available else ''}"
+        )
+    return chosen
+
+
+def _warn(message: str) -> None:
+    print(f"[WARNING] {message}", flush=True)
+
+
+def _export_formats() -> tuple:
+    """pb always; onnx when tf2onnx is installed (the ``export`` extra)."""
+    try:
+        import tf2onnx  # noqa: F401
+    except ImportError:
+        print("[WARNING] tf2onnx is not installed (pip install trainer-learn[export]): writing .pb models only", flush=True)
+        return ("pb",)
+    return ("pb", "onnx")
+
+
+def export_hook(formats: tuple) -> Callable[[Any, str], None]:
+    """Exports ``<Behavior>.pb/.onnx`` and ``<Behavior>-<step>.*`` beside each checkpoint.
+
+    The export verifies itself against the live graph; a mismatch is an ExportError (the
+    checkpoint is already saved when it is raised).
+    """
+
+    def hook(trainer: Any, prefix: str) -> None:
+        from trainers.export import export_policy
+
+        from trainers.stats import behavior_dir_name
+
+        export_policy(
+            trainer.policy,
+            os.path.dirname(prefix),
+            step=trainer.step,
+            formats=formats,
+            file_stem=behavior_dir_name(trainer.behavior_name),
+        )
+
+    return hook
+
+
+def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behaviors: int) -> None:
+    from trainers.onnx_policy import OnnxPolicy
+
+    if model.endswith(".onnx") and num_behaviors > 1:
+        raise ConfigError(
+            f"--model={model}: one file for {num_behaviors} behaviors; give a directory of <Behavior>.onnx files"
+        )
+    from trainers.stats import behavior_dir_name
+
+    path = model if model.endswith(".onnx") else os.path.join(model, f"{behavior_dir_name(name)}.onnx")
+    trainer.policy.session.close()
+    trainer.policy = OnnxPolicy(path, spec)
+
+
+def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
+    """``--worker``: serves until the chief ends it or the process is interrupted."""
+    from trainers.settings import load_cluster_file
+
+    try:
+        task = int(task_index) if task_index is not None else None
+    except ValueError:
+        task = None
+    if task is None:
+        raise ConfigError(f"--task-index: expected a worker index (0, 1, ...), got {shorten(repr(task_index))}")
+    settings = load_cluster_file(cluster_file)
+    from trainers.tf.cluster import exit_now, serve_worker
+
+    exit_now(serve_worker(settings, task))  # a live server can hang interpreter shutdown
+    return 0
+
+
+def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: Any) -> Optional[Tuple[int, str]]:
+    """--resume / --inference: the newest complete checkpoint of ``name`` (even one the
+    status file does not list yet: a run killed right after writing it; half-written ones
+    are skipped). Refuses, rather than playing or continuing an untrained policy, when none
+    restores."""
+    from trainers.checkpoints import checkpoint_candidates, restore_newest
+
+    candidates = checkpoint_candidates(run_dir, name, status)
+    found = restore_newest(trainer, candidates, _warn)
+    what = "resume from" if ckpt.resume else "play"
+    if found is None and candidates:
+        raise CheckpointError(
+            f"{run_dir}: no checkpoint of behavior {name} restores ({len(candidates)} found, "
+            f"all incomplete or corrupt; newest {candidates[0][1]})"
+        )
+    if found is None:
+        hint = "" if ckpt.resume else " (train it first, or play an exported model with --model)"
+        raise CheckpointError(f"{run_dir}: no checkpoint of behavior {name} to {what}{hint}")
+    return found
+
+
+def _trainer_settings(options: Any, name: str) -> Any:
+    """The behavior's settings, as ML-Agents picks them: its own section, else
+    ``default_settings``; a behavior the config does not name, without default_settings,
+    is an error (ML-Agents: "has not been specified in the trainer configuration")."""
+    if name in options.behaviors or options.default_settings is not None:
+        return options.behavior_settings(name)
+    raise ConfigError(
+        f"behaviors.{name}: the environment has this behavior but the config does not name it; "
+        f"add a section behaviors.{name} or default_settings"
+    )
+
+
+def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
+    """Builds envs, trainers and the controller from resolved options; returns exit code.
+
+    Everything that can be checked is checked before ``--force`` deletes the old run (the
+    config, the run id, devices, the env and its behaviors, demos, the weights of
+    ``--initialize-from``, which may be this very run): a mistake leaves the old run whole.
+    """
+    from envs.env_manager import make_env_manager
+    from trainers.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
+    from trainers.controller import TrainerController
+    from trainers.ppo.trainer import PPOTrainer
+    from trainers.run_dir import RunLock, check_results_dir, check_run_id, clear_run
+    from trainers.sac.trainer import SACTrainer
+    from trainers.settings import write_resolved_config
+    from trainers.trainer_base import Trainer
+    from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
+
+    ckpt = options.checkpoint_settings
+    env_settings = options.env_settings
+    check_run_id(ckpt.run_id)
+    if ckpt.initialize_from:
+        check_run_id(ckpt.initialize_from, "--initialize-from")
+    check_results_dir(ckpt.results_dir)
+    run_dir = options.run_dir
+    status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+    # An empty folder is no run (one being started by another process meets the lock below).
+    existed = os.path.isdir(run_dir) and bool(os.listdir(run_dir))
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise TrainerError(f"{run_dir}: exists and is not a run folder")
+    if existed and not (ckpt.resume or ckpt.force or ckpt.inference):
+        raise TrainerError(
+            f"{run_dir}: a run with this id exists; use --resume to continue it or --force to overwrite it"
+        )
+    if ckpt.resume and not existed:
+        raise TrainerError(f"{run_dir}: no such run to resume")
+    if ckpt.inference and model is None and not existed:
+        raise TrainerError(f"{run_dir}: no such run to play (train it first, or give --model=<file.onnx>)")
+    init_status = None
+    init_dir = ""
+    if ckpt.initialize_from:
+        init_dir = os.path.join(ckpt.results_dir, ckpt.initialize_from)
+        init_path = os.path.join(init_dir, "run_logs", "training_status.json")
+        if not os.path.isfile(init_path):
+            raise TrainerError(f"{init_dir}: no such run to initialize from")
+        init_status = TrainingStatus.load(init_path)
+    # One process per run from here on (a second one is refused before it touches anything).
+    lock = RunLock(run_dir, exclusive=not ckpt.inference)
+    wrote = False
+    try:
+        seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
+        chief = None
+        if options.cluster_settings.enabled and not ckpt.inference:
+            if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
+                raise ConfigError(
+                    "device_settings (--num-gpus/--devices): cannot be combined with a cluster; "
+                    "choose each worker's devices with worker_devices in the cluster file"
+                )
+            # Before any env starts: every worker must answer (one error naming the others).
+            from trainers.tf.cluster import Chief
+
+            chief = Chief(options.cluster_settings)
+            devices = chief.tower_devices
+            print(f"[INFO] cluster: {len(devices)} towers on {len(options.cluster_settings.workers)} workers: {', '.join(devices)}", flush=True)
+        else:
+            devices = resolve_devices(options.device_settings.num_gpus, options.device_settings.devices, cpu)
+        status = TrainingStatus.load(status_path) if (ckpt.resume or ckpt.inference) else TrainingStatus()
+        from envs.registry import parse_env_id
+
+        is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
+        try:
+            env = make_env_manager(
+                env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
+                unity=unity_options(options) if is_unity else None,
+                step_timeout=float(env_settings.timeout_wait),
+            )
+        except BaseException:
+            if chief is not None:
+                chief.end_workers()
+            raise
+        trainers: Dict[str, Trainer] = {}
+        trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
+        reporters: Dict[str, StatsReporter] = {}
+        restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
+        try:
+            # Unity games name behaviors `Name?team=N`: sections, folders and models go by Name.
+            specs = specs_by_name(env.behavior_specs)
+            for name in options.behaviors:
+                if name not in specs:
+                    raise ConfigError(
+                        f"behaviors.{name}: the environment {env_settings.env_path} has no such behavior "
+                        f"(it has: {', '.join(specs)})"
+                    )
+            settings_of = {name: _trainer_settings(options, name) for name in specs}
+            resumed = ckpt.resume and bool(status.behaviors)
+            # A resumed run continues its clock and its TensorBoard curves from the checkpoint
+            # (its step is known once it is restored, below, before anything is written).
+            elapsed = max((status.get_elapsed_seconds(n) for n in status.behaviors), default=0.0) if resumed else 0.0
+            # The writers open their files at the first write, after --force has cleared the run.
+            tensorboard = TensorboardWriter(run_dir)
+            writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
+            for name, spec in specs.items():
+                settings = settings_of[name]
+                reporters[name] = StatsReporter(name, writers)
+                # A chief's local session only acts: on its CPU, beside the variables.
+                if chief is not None and settings.trainer_type != "ppo":
+                    raise ConfigError(
+                        f"behaviors.{name}.trainer_type: {settings.trainer_type} runs on local devices "
+                        "only; cluster_settings (--cluster) is supported for ppo"
+                    )
+                extra = {"cluster": chief} if chief is not None else {}
+                trainer = trainer_classes[settings.trainer_type](
+                    name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, **extra
+                )
+                trainers[name] = trainer
+                if model is not None:
+                    _load_onnx_policy(trainer, model, name, spec, len(specs))
+                elif ckpt.resume or ckpt.inference:
+                    found = _restore_for_run(trainer, name, run_dir, status, ckpt)
+                    trainer.episodes = status.get_episodes(name) if ckpt.resume else 0
+                    if ckpt.resume:
+                        restored[name] = found[0]
+                        adopt_checkpoint(status, name, *found)
+                elif init_status is not None:
+                    found = restore_newest(
+                        trainer, checkpoint_candidates(init_dir, name, init_status), _warn, reset_step=True
+                    )
+                    if found is None:
+                        raise CheckpointError(f"{ckpt.initialize_from}: no checkpoint of behavior {name}")
+                elif settings.init_path:
+                    trainer.load(settings.init_path, reset_step=True)
+                if ckpt.inference:
+                    trainer.step = 0
+            # Everything checked and every weight loaded: only now may --force delete.
+            if ckpt.force and existed and not ckpt.resume:
+                clear_run(run_dir)
+            wrote = True
+            write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
+            if restored:
+                tensorboard.resume_from(min(restored.values()))
+            for name in trainers:  # after resume_from: the first event opens the event file
+                reporters[name].add_property("hyperparameters", settings_of[name])
+            controller = TrainerController(
+                env,
+                trainers,
+                reporters,
+                run_dir,
+                status,
+                training=not ckpt.inference,
+                on_checkpoint=None if ckpt.inference else export_hook(_export_formats()),
+            )
+            controller.run()
+        finally:
+            try:
+                for trainer in trainers.values():
+                    trainer.close()
+                for reporter in reporters.values():
+                    reporter.close()
+            finally:
+                try:  # last: after a second Ctrl-C it passes the interrupt on, once every worker is gone
+                    env.close()
+                finally:
+                    if chief is not None:
+                        chief.end_workers()  # the run is over: the workers stop serving
+    finally:
+        lock.release(remove_if_empty=not wrote)
+    return controller.exit_code
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = docopt(__doc__, argv=argv, version=f"trainer-learn {__version__}")
+    except DocoptExit as exc:
+        print(usage_error("trainer-learn", __doc__, argv, exc), file=sys.stderr)
+        return 2
+    debug = bool(args.get("--debug"))
+    if debug:
+        show_tensorflow_logs()  # before TensorFlow is imported
+    try:
+        if args.get("--worker"):
+            return run_worker(args["--cluster"], args.get("--task-index"))
+        if args.get("--task-index") is not None:
+            raise ConfigError("--task-index: only with --worker")
+        from trainers.settings import load_settings
+
+        overrides = parse_overrides(args)
+        model = args.get("--model")
+        if model is not None and not args.get("--inference"):
+            raise ConfigError("--model: only with --inference (it plays an exported model without training)")
+        options = load_settings(args["<config>"], overrides)
+        engine = engine_overrides(args)
+        if engine:
+            import dataclasses
+
+            options = dataclasses.replace(options, engine_settings={**options.engine_settings, **engine})
+        if args.get("--cluster"):
+            # The command line's cluster replaces the config's (and is what configuration.yaml records).
+            from dataclasses import replace
+
+            from trainers.settings import load_cluster_file
+
+            options = replace(options, cluster_settings=load_cluster_file(args["--cluster"]))
+        return run_training(options, cpu=bool(args.get("--cpu")), model=model)
+    except (TrainerError, EnvError) as exc:
+        if debug:
+            raise
+        print(f"trainer-learn: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a read-only or full disk, a folder that is a file: the user's to fix
+        if debug:
+            raise
+        print(f"trainer-learn: error: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # Ctrl-C outside the training loop (which saves and returns by itself): while
+        # building graphs or waiting for the Unity Editor's Play button, say.
+        if debug:
+            raise
+        print("trainer-learn: interrupted; checkpoints already on disk are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

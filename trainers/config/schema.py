@@ -1,0 +1,628 @@
+"""The settings: frozen dataclasses that validate themselves in ``__post_init__``, and the
+tables of trainer types, hyperparameter classes and reward signals."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Type, Union, get_args
+
+from trainers.config._fields import (
+    _InvalidField,
+    _check_address,
+    _check_bool,
+    _check_choice,
+    _check_instance,
+    _check_int,
+    _check_number,
+    _check_str,
+    _describe,
+    _normalize_device,
+    _suggestion,
+)
+from trainers.config.limits import (
+    MAX_BODY_WEIGHTS,
+    MAX_MEMORY_SIZE,
+    MAX_NUM_LAYERS,
+    MAX_SEQUENCE_LENGTH,
+    _check_at_most,
+    _check_buffer_size,
+    _check_hidden_units,
+)
+
+
+TrainerType = Literal["ppo", "sac"]
+ScheduleType = Literal["linear", "constant"]
+EncoderType = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
+ActivationType = Literal["swish", "tanh", "relu"]
+
+TRAINER_TYPES: Tuple[str, ...] = get_args(TrainerType)
+SCHEDULE_TYPES: Tuple[str, ...] = get_args(ScheduleType)
+ENCODER_TYPES: Tuple[str, ...] = get_args(EncoderType)
+ACTIVATION_TYPES: Tuple[str, ...] = get_args(ActivationType)
+
+
+# --------------------------------------------------------------------------------------
+# The settings.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """PPO hyperparameters (``hyperparameters:`` when ``trainer_type: ppo``)."""
+
+    batch_size: int = 1024
+    """Experiences per minibatch (one gradient step); at most buffer_size."""
+    buffer_size: int = 10240
+    """Experiences collected before an update; each update makes num_epoch passes."""
+    learning_rate: float = 3e-4
+    """Initial Adam learning rate (> 0)."""
+    learning_rate_schedule: ScheduleType = "linear"
+    """linear: decays to 1e-10 over max_steps; constant: fixed."""
+    beta: float = 5e-3
+    """Entropy bonus coefficient (>= 0); decays to 1e-5 when its schedule is linear."""
+    epsilon: float = 0.2
+    """Clip range of the policy ratio, in (0, 1); decays to 0.1 when linear."""
+    lambd: float = 0.95
+    """GAE lambda, in [0, 1]."""
+    num_epoch: int = 3
+    """Passes over the update buffer per update."""
+    beta_schedule: Optional[ScheduleType] = None
+    """Schedule of beta; None: learning_rate_schedule (see resolved_beta_schedule)."""
+    epsilon_schedule: Optional[ScheduleType] = None
+    """Schedule of epsilon; None: learning_rate_schedule (see resolved_epsilon_schedule)."""
+    shared_critic: bool = False
+    """True: actor and critic share the network body; False: a separate value network."""
+    clip_value_loss: bool = True
+    """True (ML-Agents): the value loss is clipped around the old estimates by epsilon;
+    False (Stable-Baselines3's default): plain squared error. Clipping by 0.2 slows the
+    critic where returns are large (CartPole: up to ~100)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "batch_size", 1)
+        _check_int(self, "buffer_size", 1)
+        _check_buffer_size(self)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
+        _check_number(self, "beta", 0.0)
+        _check_number(self, "epsilon", 0.0, 1.0, low_open=True, high_open=True)
+        _check_number(self, "lambd", 0.0, 1.0)
+        _check_int(self, "num_epoch", 1)
+        _check_choice(self, "beta_schedule", SCHEDULE_TYPES, optional=True)
+        _check_choice(self, "epsilon_schedule", SCHEDULE_TYPES, optional=True)
+        _check_bool(self, "shared_critic")
+        _check_bool(self, "clip_value_loss")
+        if self.batch_size > self.buffer_size:
+            raise _InvalidField(
+                "batch_size",
+                f"must not exceed buffer_size ({self.buffer_size}), got {self.batch_size}",
+            )
+
+    @property
+    def resolved_beta_schedule(self) -> str:
+        """The schedule beta follows: beta_schedule, else learning_rate_schedule."""
+        return self.beta_schedule or self.learning_rate_schedule
+
+    @property
+    def resolved_epsilon_schedule(self) -> str:
+        """The schedule epsilon follows: epsilon_schedule, else learning_rate_schedule."""
+        return self.epsilon_schedule or self.learning_rate_schedule
+
+
+@dataclass(frozen=True)
+class SACSettings:
+    """SAC hyperparameters (``hyperparameters:`` when ``trainer_type: sac``)."""
+
+    batch_size: int = 128
+    """Experiences per gradient step, sampled from the replay buffer; at most buffer_size."""
+    buffer_size: int = 50000
+    """Capacity of the replay buffer, in experiences."""
+    learning_rate: float = 3e-4
+    """Initial Adam learning rate (> 0)."""
+    learning_rate_schedule: ScheduleType = "constant"
+    """linear: decays to 1e-10 over max_steps; constant: fixed."""
+    buffer_init_steps: int = 0
+    """Random-action experiences collected before the first update (>= 0)."""
+    tau: float = 0.005
+    """Soft target-network update rate, in (0, 1]."""
+    steps_per_update: float = 1.0
+    """Agent steps per gradient step (> 0)."""
+    init_entcoef: float = 1.0
+    """Initial entropy coefficient (> 0)."""
+    save_replay_buffer: bool = False
+    """Save the replay buffer with checkpoints and load it on resume."""
+    reward_signal_steps_per_update: Optional[float] = None
+    """Agent steps per reward-signal update; None: steps_per_update."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "batch_size", 1)
+        _check_int(self, "buffer_size", 1)
+        _check_buffer_size(self)
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_choice(self, "learning_rate_schedule", SCHEDULE_TYPES)
+        _check_int(self, "buffer_init_steps", 0)
+        _check_number(self, "tau", 0.0, 1.0, low_open=True)
+        _check_number(self, "steps_per_update", 0.0, low_open=True)
+        _check_number(self, "init_entcoef", 0.0, low_open=True)
+        _check_bool(self, "save_replay_buffer")
+        _check_number(self, "reward_signal_steps_per_update", 0.0, low_open=True, optional=True)
+        if self.batch_size > self.buffer_size:
+            raise _InvalidField(
+                "batch_size",
+                f"must not exceed buffer_size ({self.buffer_size}), got {self.batch_size}",
+            )
+
+    @property
+    def resolved_reward_signal_steps_per_update(self) -> float:
+        """reward_signal_steps_per_update, else steps_per_update."""
+        if self.reward_signal_steps_per_update is None:
+            return self.steps_per_update
+        return self.reward_signal_steps_per_update
+
+
+HyperparamSettings = Union[PPOSettings, SACSettings]
+HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {"ppo": PPOSettings, "sac": SACSettings}
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """LSTM memory (``network_settings.memory``); absent means no memory."""
+
+    memory_size: int = 128
+    """Size of the memory vector, concat(c, h): even and > 0."""
+    sequence_length: int = 64
+    """Steps per training sequence (> 0)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "memory_size")
+        if self.memory_size <= 0 or self.memory_size % 2:
+            raise _InvalidField(
+                "memory_size", f"expected an even integer >= 2, got {self.memory_size}"
+            )
+        _check_at_most(
+            self, "memory_size", MAX_MEMORY_SIZE, "floats", f"an LSTM of {MAX_MEMORY_SIZE // 2} units"
+        )
+        _check_int(self, "sequence_length", 1)
+        _check_at_most(
+            self, "sequence_length", MAX_SEQUENCE_LENGTH, "steps",
+            "the LSTM is unrolled into the graph step by step; 1024 steps take ~1.5 minutes to build",
+        )
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """Network shape (``network_settings:``)."""
+
+    normalize: bool = False
+    """Normalise vector observations with running mean and variance."""
+    hidden_units: int = 128
+    """Units per hidden layer (> 0)."""
+    num_layers: int = 2
+    """Hidden layers after the encoders (> 0)."""
+    vis_encode_type: EncoderType = "simple"
+    """Visual encoder: simple, nature_cnn, resnet, match3 or fully_connected."""
+    memory: Optional[MemorySettings] = None
+    """LSTM settings; None: a feed-forward network."""
+    activation: ActivationType = "swish"
+    """Hidden-layer activation: swish, tanh or relu."""
+
+    def __post_init__(self) -> None:
+        _check_bool(self, "normalize")
+        _check_int(self, "hidden_units", 1)
+        _check_hidden_units(self, "hidden_units")
+        _check_int(self, "num_layers", 1)
+        _check_at_most(
+            self, "num_layers", MAX_NUM_LAYERS, "layers",
+            "every layer is built into the graph; 64 take ~16 s to build",
+        )
+        weights = self.num_layers * self.hidden_units**2
+        if weights > MAX_BODY_WEIGHTS:
+            raise _InvalidField(
+                "num_layers",
+                f"{self.num_layers} layers of {self.hidden_units} units are {weights} weights; "
+                f"expected at most {MAX_BODY_WEIGHTS} (1 GiB of float32) per network",
+            )
+        _check_choice(self, "vis_encode_type", ENCODER_TYPES)
+        _check_instance(self, "memory", MemorySettings, optional=True)
+        _check_choice(self, "activation", ACTIVATION_TYPES)
+
+
+@dataclass(frozen=True)
+class RewardSignalSettings:
+    """Settings every reward signal has (``reward_signals.<name>``)."""
+
+    strength: float = 1.0
+    """Scale of the signal's reward (>= 0)."""
+    gamma: float = 0.99
+    """Discount factor of the signal's value head, in [0, 1)."""
+
+    def __post_init__(self) -> None:
+        _check_number(self, "strength", 0.0)
+        _check_number(self, "gamma", 0.0, 1.0, high_open=True)
+
+
+@dataclass(frozen=True)
+class ExtrinsicSettings(RewardSignalSettings):
+    """The environment's reward (``reward_signals.extrinsic``)."""
+
+
+@dataclass(frozen=True)
+class CuriositySettings(RewardSignalSettings):
+    """Intrinsic curiosity module (``reward_signals.curiosity``)."""
+
+    encoding_size: int = 64
+    """Size of the learned observation encoding (> 0); unused with network_settings."""
+    learning_rate: float = 3e-4
+    """Learning rate of the forward and inverse models (> 0)."""
+    network_settings: Optional[NetworkSettings] = None
+    """ML-Agents 2.0: the encoder's own network (hidden_units = encoding size, num_layers,
+    normalize, vis_encode_type); None: encoding_size units, 2 layers, the policy's
+    normalisation (the TF era)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int(self, "encoding_size", 1)
+        _check_hidden_units(self, "encoding_size")
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_signal_network(self)
+
+
+@dataclass(frozen=True)
+class GAILSettings(RewardSignalSettings):
+    """Generative adversarial imitation (``reward_signals.gail``)."""
+
+    demo_path: str = field(kw_only=True)
+    """The .demo file (or a directory of them) with the expert's demonstrations. Required."""
+    encoding_size: int = 64
+    """Hidden units of the discriminator (> 0)."""
+    learning_rate: float = 3e-4
+    """Learning rate of the discriminator (> 0)."""
+    use_actions: bool = False
+    """Discriminate on observations and actions (True) or observations only (False)."""
+    use_vail: bool = False
+    """Variational bottleneck in the discriminator (VAIL)."""
+    network_settings: Optional[NetworkSettings] = None
+    """ML-Agents 2.0: the discriminator's own network (hidden_units, num_layers, normalize,
+    vis_encode_type); None: encoding_size units, 2 layers, the policy's normalisation
+    (the TF era)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_str(self, "demo_path")
+        _check_int(self, "encoding_size", 1)
+        _check_hidden_units(self, "encoding_size")
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_bool(self, "use_actions")
+        _check_bool(self, "use_vail")
+        _check_signal_network(self)
+
+
+def _check_signal_network(signal: Any) -> None:
+    _check_instance(signal, "network_settings", NetworkSettings, optional=True)
+    if signal.network_settings is not None and signal.network_settings.memory is not None:
+        raise _InvalidField(
+            "network_settings.memory", "not supported in a reward signal's network (no LSTM there)"
+        )
+
+
+REWARD_SIGNAL_TYPES: Dict[str, Type[RewardSignalSettings]] = {
+    "extrinsic": ExtrinsicSettings,
+    "curiosity": CuriositySettings,
+    "gail": GAILSettings,
+}
+"""Allowed ``reward_signals`` names and their settings classes."""
+
+
+@dataclass(frozen=True)
+class BehavioralCloningSettings:
+    """Behavioral cloning from demonstrations (``behavioral_cloning:``, flat ``pretraining:``)."""
+
+    demo_path: str
+    """The .demo file (or a directory of them). Required."""
+    strength: float = 1.0
+    """BC learning rate relative to the policy's (>= 0)."""
+    steps: int = 0
+    """Agent steps over which the BC learning rate decays to 0; 0: constant."""
+    batch_size: Optional[int] = None
+    """Demo experiences per BC minibatch; None: the trainer's batch_size."""
+    num_epoch: Optional[int] = None
+    """Passes over the sampled demos per update; None: the trainer's num_epoch."""
+    samples_per_update: int = 0
+    """Demo experiences sampled per update; 0: the whole demo buffer."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "demo_path")
+        _check_number(self, "strength", 0.0)
+        _check_int(self, "steps", 0)
+        _check_int(self, "batch_size", 1, optional=True)
+        _check_int(self, "num_epoch", 1, optional=True)
+        _check_int(self, "samples_per_update", 0)
+
+
+def _default_reward_signals() -> Dict[str, RewardSignalSettings]:
+    return {"extrinsic": ExtrinsicSettings()}
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """Everything about training one behavior (one ``behaviors.<name>`` section)."""
+
+    trainer_type: TrainerType = "ppo"
+    """ppo or sac."""
+    hyperparameters: HyperparamSettings = field(default_factory=PPOSettings)
+    """PPOSettings for ppo, SACSettings for sac; left at the default: the trainer type's."""
+    network_settings: NetworkSettings = field(default_factory=NetworkSettings)
+    """Network shape, encoders and memory."""
+    reward_signals: Mapping[str, RewardSignalSettings] = field(
+        default_factory=_default_reward_signals
+    )
+    """Ordered name -> settings; names from REWARD_SIGNAL_TYPES; at least one."""
+    behavioral_cloning: Optional[BehavioralCloningSettings] = None
+    """Behavioral cloning; None: off."""
+    keep_checkpoints: int = 5
+    """Checkpoints kept on disk; older ones are deleted (>= 1)."""
+    checkpoint_interval: int = 500000
+    """Agent steps between checkpoints (> 0)."""
+    max_steps: int = 500000
+    """Agent steps to train for (>= 0; 0 is allowed for inference)."""
+    time_horizon: int = 64
+    """Steps per agent before a trajectory is cut and sent to the trainer (> 0)."""
+    summary_freq: int = 50000
+    """Agent steps between summaries (console, TensorBoard, CSV) (> 0)."""
+    init_path: Optional[str] = None
+    """Checkpoint to initialise this behavior's weights from; None: fresh weights."""
+    threaded: bool = False
+    """Update in a thread while the envs keep stepping with the previous weights (PPO;
+    trainers/threaded.py); with several env workers they also step out of lockstep
+    (trainers/controller.py). False (default): updates stop the envs, workers step in
+    lockstep, runs are reproducible."""
+
+    @property
+    def updates_in_thread(self) -> bool:
+        """``threaded`` where it is honoured: PPO only (SAC updates between env steps)."""
+        return self.threaded and self.trainer_type == "ppo"
+
+    def __post_init__(self) -> None:
+        _check_choice(self, "trainer_type", TRAINER_TYPES)
+        expected = HYPERPARAMETER_TYPES[self.trainer_type]
+        if self.trainer_type == "sac" and self.hyperparameters == PPOSettings():
+            # The field's default is PPO's; a SAC trainer left at the default gets SAC's.
+            object.__setattr__(self, "hyperparameters", SACSettings())
+        if not isinstance(self.hyperparameters, expected):
+            raise _InvalidField(
+                "hyperparameters",
+                f"expected {expected.__name__} for trainer_type {self.trainer_type}, "
+                f"got {type(self.hyperparameters).__name__}",
+            )
+        _check_instance(self, "network_settings", NetworkSettings)
+        if not isinstance(self.reward_signals, Mapping):
+            raise _InvalidField("reward_signals", "expected a mapping of name -> settings")
+        object.__setattr__(self, "reward_signals", dict(self.reward_signals))
+        if not self.reward_signals:
+            raise _InvalidField(
+                "reward_signals",
+                f"expected at least one reward signal ({', '.join(REWARD_SIGNAL_TYPES)})",
+            )
+        for name, signal in self.reward_signals.items():
+            if name not in REWARD_SIGNAL_TYPES:
+                raise _InvalidField(
+                    f"reward_signals.{name}",
+                    f"unknown reward signal; expected one of {', '.join(REWARD_SIGNAL_TYPES)}"
+                    f"{_suggestion(name, REWARD_SIGNAL_TYPES)}",
+                )
+            if type(signal) is not REWARD_SIGNAL_TYPES[name]:
+                raise _InvalidField(
+                    f"reward_signals.{name}",
+                    f"expected {REWARD_SIGNAL_TYPES[name].__name__}, got {type(signal).__name__}",
+                )
+        _check_instance(self, "behavioral_cloning", BehavioralCloningSettings, optional=True)
+        _check_int(self, "keep_checkpoints", 1)
+        _check_int(self, "checkpoint_interval", 1)
+        _check_int(self, "max_steps", 0)
+        _check_int(self, "time_horizon", 1)
+        _check_int(self, "summary_freq", 1)
+        _check_str(self, "init_path", optional=True)
+        _check_bool(self, "threaded")
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """Which environment to run and how many copies (``env_settings:``)."""
+
+    env_path: Optional[str] = None
+    """Env id: ``builtin:<Name>``, ``gym:<id>``, or a path to a Unity build; None: the editor."""
+    env_args: Dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the environment's constructor."""
+    num_envs: int = 1
+    """Environment copies stepped in parallel (>= 1)."""
+    agents_per_env: int = 1
+    """Agents per environment copy, for environments that support several (>= 1)."""
+    seed: int = -1
+    """Random seed for environments and the trainer; -1: chosen at random."""
+    base_port: int = 5005
+    """First port for Unity environments (accepted for Unity; unused otherwise)."""
+    # --- Unity (issue 12): the other Unity keys live in engine_settings, read by envs/unity.
+    timeout_wait: int = 60
+    """Seconds every env has to answer each reset and step; a Unity game also to connect."""
+    num_areas: int = 1
+    """Training areas each Unity build instantiates (sent in the handshake, as ML-Agents does)."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "env_path", optional=True)
+        if not isinstance(self.env_args, Mapping) or not all(
+            isinstance(k, str) for k in self.env_args
+        ):
+            raise _InvalidField("env_args", "expected a mapping with string keys")
+        object.__setattr__(self, "env_args", dict(self.env_args))
+        _check_int(self, "num_envs", 1)
+        _check_int(self, "agents_per_env", 1)
+        _check_int(self, "seed")
+        _check_int(self, "base_port", 1)
+        if self.base_port > 65535:
+            raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
+        _check_int(self, "timeout_wait", 1)
+        _check_int(self, "num_areas", 1)
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where results go and how an existing run is treated (``checkpoint_settings:``)."""
+
+    run_id: str = "ppo"
+    """Name of the run; results go to <results_dir>/<run_id>."""
+    results_dir: str = "results"
+    """Directory holding every run."""
+    resume: bool = False
+    """Continue the run from its latest checkpoint (step, schedules, summaries)."""
+    force: bool = False
+    """Overwrite an existing run of the same run_id."""
+    initialize_from: Optional[str] = None
+    """run_id of a previous run whose weights initialise every behavior."""
+    inference: bool = False
+    """Run the policy without training."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "run_id")
+        _check_str(self, "results_dir")
+        _check_bool(self, "resume")
+        _check_bool(self, "force")
+        _check_str(self, "initialize_from", optional=True)
+        _check_bool(self, "inference")
+        if self.resume and self.force:
+            raise _InvalidField("force", "cannot be combined with resume; give one of them")
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """Devices the towers are placed on (``device_settings:``); both None: the default device."""
+
+    num_gpus: Optional[int] = None
+    """Use GPUs 0..num_gpus-1, one tower each (0: CPU only)."""
+    devices: Optional[Tuple[str, ...]] = None
+    """Explicit tower devices, e.g. ("/cpu:0", "/cpu:1") or ("/gpu:0", "/gpu:1")."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "num_gpus", 0, optional=True)
+        if self.devices is not None:
+            if isinstance(self.devices, str) or not isinstance(self.devices, (list, tuple)):
+                raise _InvalidField(
+                    "devices", f"expected a list of device names, got {_describe(self.devices)}"
+                )
+            object.__setattr__(self, "devices", tuple(self.devices))
+            if not self.devices:
+                raise _InvalidField("devices", "expected at least one device name")
+            for device in self.devices:
+                if not isinstance(device, str) or not device.startswith("/"):
+                    raise _InvalidField(
+                        "devices",
+                        f"expected device names such as /gpu:0 or /cpu:1, got {_describe(device)}",
+                    )
+        if self.num_gpus is not None and self.devices is not None:
+            raise _InvalidField("devices", "cannot be combined with num_gpus; give one of them")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """A TensorFlow cluster for the towers (``cluster_settings:``, or ``--cluster=<file>``
+    whose top level has the same keys). No chief: towers on local devices."""
+
+    chief: Optional[str] = None
+    """host:port of the chief's server (the process that steps the envs and holds the variables)."""
+    workers: Tuple[str, ...] = ()
+    """host:port of each worker's server (``trainer-learn --worker --task-index=<i>``)."""
+    worker_devices: Optional[Tuple[Any, ...]] = None
+    """Per worker, its tower devices (e.g. [GPU:0, GPU:1]); None: all its GPUs, else its CPU."""
+    startup_timeout: float = 60.0
+    """Seconds the chief waits for every worker to answer at start-up."""
+
+    def __post_init__(self) -> None:
+        if self.chief is not None:
+            _check_address("chief", self.chief)
+        if isinstance(self.workers, str) or not isinstance(self.workers, (list, tuple)):
+            raise _InvalidField("workers", f"expected a list of host:port, got {_describe(self.workers)}")
+        object.__setattr__(self, "workers", tuple(self.workers))
+        for address in self.workers:
+            _check_address("workers", address)
+        if len(set(self.workers) | {self.chief}) != len(self.workers) + 1 and self.chief is not None:
+            raise _InvalidField("workers", "every server needs its own host:port (a duplicate was given)")
+        if self.chief is None and self.workers:
+            raise _InvalidField("chief", "workers are given but no chief host:port")
+        if self.chief is not None and not self.workers:
+            raise _InvalidField("workers", "expected at least one worker host:port")
+        _check_number(self, "startup_timeout", 0.0, low_open=True)
+        if self.worker_devices is not None:
+            lists = self.worker_devices
+            if isinstance(lists, str) or not isinstance(lists, (list, tuple)) or len(lists) != len(self.workers):
+                raise _InvalidField(
+                    "worker_devices", f"expected one device list per worker ({len(self.workers)} lists)"
+                )
+            normalized = []
+            for i, devices in enumerate(lists):
+                if isinstance(devices, str) or not isinstance(devices, (list, tuple)) or not devices:
+                    raise _InvalidField("worker_devices", f"worker {i}: expected a list such as [GPU:0, GPU:1]")
+                names = [_normalize_device(d) for d in devices]
+                for raw, name in zip(devices, names):
+                    if name is None:
+                        raise _InvalidField(
+                            "worker_devices", f"worker {i}: expected device names such as GPU:0 or CPU:1, got {_describe(raw)}"
+                        )
+                normalized.append(tuple(names))
+            object.__setattr__(self, "worker_devices", tuple(normalized))
+
+    @property
+    def enabled(self) -> bool:
+        return self.chief is not None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A whole run: per-behavior trainer settings, environment, checkpoints, devices."""
+
+    behaviors: Mapping[str, TrainerSettings] = field(default_factory=dict)
+    """Behavior name (as the environment reports it) -> its settings."""
+    default_settings: Optional[TrainerSettings] = None
+    """Settings for behaviors not named in `behaviors`; None: TrainerSettings()."""
+    env_settings: EnvSettings = field(default_factory=EnvSettings)
+    """The environment."""
+    engine_settings: Dict[str, Any] = field(default_factory=dict)
+    """Unity engine settings; accepted and ignored."""
+    checkpoint_settings: CheckpointSettings = field(default_factory=CheckpointSettings)
+    """Run id, results directory, resume/force/initialize/inference."""
+    device_settings: DeviceSettings = field(default_factory=DeviceSettings)
+    """Tower devices."""
+    cluster_settings: ClusterSettings = field(default_factory=ClusterSettings)
+    """Towers on a TensorFlow cluster's workers instead of local devices."""
+    debug: bool = False
+    """Verbose logging and tracebacks."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.behaviors, Mapping):
+            raise _InvalidField("behaviors", "expected a mapping of behavior name -> settings")
+        object.__setattr__(self, "behaviors", dict(self.behaviors))
+        for name, settings in self.behaviors.items():
+            if not isinstance(name, str) or not name:
+                raise _InvalidField("behaviors", f"expected behavior names, got {_describe(name)}")
+            if not isinstance(settings, TrainerSettings):
+                raise _InvalidField(f"behaviors.{name}", "expected TrainerSettings")
+        _check_instance(self, "default_settings", TrainerSettings, optional=True)
+        _check_instance(self, "env_settings", EnvSettings)
+        if not isinstance(self.engine_settings, Mapping):
+            raise _InvalidField("engine_settings", "expected a mapping")
+        object.__setattr__(self, "engine_settings", dict(self.engine_settings))
+        _check_instance(self, "checkpoint_settings", CheckpointSettings)
+        _check_instance(self, "device_settings", DeviceSettings)
+        _check_instance(self, "cluster_settings", ClusterSettings)
+        _check_bool(self, "debug")
+
+    def behavior_settings(self, name: str) -> TrainerSettings:
+        """Settings of a behavior: its own section, else default_settings, else defaults."""
+        if name in self.behaviors:
+            return self.behaviors[name]
+        if self.default_settings is not None:
+            return self.default_settings
+        return TrainerSettings()
+
+    @property
+    def run_dir(self) -> str:
+        """<results_dir>/<run_id>: where this run's checkpoints, summaries and logs go."""
+        return os.path.join(self.checkpoint_settings.results_dir, self.checkpoint_settings.run_id)

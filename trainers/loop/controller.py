@@ -1,0 +1,500 @@
+"""The training loop: env manager <-> trainers; summaries, checkpoints, shutdown.
+
+Per env step: **one** inference ``sess.run`` per behavior acts for every agent of the
+behavior across the env workers that answered. Where the workers are other processes
+(`EnvManager.steps_in_background`), they start their next step at once, and only then,
+while they step, comes the bookkeeping of the step just acted on (terminal steps close
+trajectories, decision steps credit rewards, finished trajectories go to their trainer,
+the actions join the trajectories), followed by updates, summaries and checkpoints. So
+the workers never wait for that work: `scripts/benchmark_slow_env.py`'s threaded 2-env
+run made 1,048-1,118 steps/s against 1,011-1,026 with the bookkeeping before the send
+(num_envs 2 / 1 threaded: 1.72-1.76x against 1.62-1.64x; README, "Threaded updates").
+With the env in this thread nothing can overlap, so the bookkeeping simply comes before
+the step. Either way updates and inference calls come in the same order as before the
+overlap (an unthreaded run's checkpoint is byte-identical); only the observation
+normalizer takes in a trajectory that has just finished one inference call later
+(ML-Agents' trainers take trajectories from a queue, later still). Checkpoints are
+written every ``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an
+env worker or a cluster worker fails.
+Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
+(`trainers.threaded`; the hooks are together at the end of `TrainerController`); a
+checkpoint then waits for the running update, so none is written mid-update.
+
+Env workers step in lockstep (every worker, then the next step once all have answered),
+which keeps a run exactly reproducible, unless a behavior is threaded (which gives that
+up already) and there are several workers: then they step **out of lockstep**
+(`EnvManager.step_some` / `wait_some`): each step acts for the workers that have answered
+(at least one; every one there by then) and sends them their actions at once, so a worker
+never idles while another finishes its step or while the acting thread runs inference for
+another (threaded CartPole with 2 envs: +10% steps/s; `scripts/benchmark_slow_env.py`'s
+threaded 2-env run: +5%; README, "Threaded updates").
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from envs.base_env import ActionTuple, DecisionSteps, behavior_ids
+from envs.env_manager import EnvManager, EnvStep
+from envs.exceptions import EnvInterrupted, EnvWorkerError
+from trainers.exceptions import WorkerLostError
+from trainers.loop.checkpoints import run_relative
+from trainers.loop.status import CheckpointEntry, TrainingStatus
+from trainers.loop.threaded import BackgroundUpdater
+from trainers.loop.trajectory import AgentProcessor, Trajectory
+from trainers.policy import ActionInfo
+from trainers.stats.reporter import StatsAggregation, StatsReporter, behavior_dir_name
+from trainers.trainer_base import Trainer
+
+CheckpointHook = Callable[[Trainer, str], None]
+
+
+@dataclass
+class Timers:
+    """Wall-clock seconds spent in each part of the loop."""
+
+    env: float = 0.0
+    inference: float = 0.0
+    trajectories: float = 0.0
+    update: float = 0.0
+    total: float = 0.0
+    env_steps: int = 0
+    update_durations: List[float] = field(default_factory=list)  # seconds of each update
+    # Threaded behaviors: ``update`` is the updates' wall time, which overlaps env stepping
+    # (so the parts add up to more than ``total``); ``swap``: acting-weight swaps.
+    swap: float = 0.0
+    update_wait: float = 0.0  # controller time spent waiting for a running update
+
+    def as_dict(self) -> Dict[str, object]:
+        keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations", "swap",
+                "update_wait")
+        return {k: getattr(self, k) for k in keys}
+
+
+@dataclass
+class BehaviorState:
+    trainer: Trainer
+    processor: AgentProcessor
+    stats: StatsReporter
+    checkpoint_dir: str
+    next_summary: int = 0
+    next_checkpoint: int = 0
+    last_summary: int = -1
+    updater: Optional[BackgroundUpdater] = None  # threaded: true
+    recurrent: bool = False  # the policy keeps per-agent memories
+    # The environment's ids of this behavior (``Name?team=N`` from Unity games, the plain
+    # name elsewhere): every team of ``Name`` acts through ``Name``'s trainer.
+    ids: Tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Acted:
+    """What `TrainerController._act` did for one behavior in one env step, for `_record`."""
+
+    name: str
+    behavior: BehaviorState
+    parts: List[Tuple[EnvStep, str]]  # (worker's step, behavior id), in the order of the rows
+    decisions: List[DecisionSteps]  # one per part
+    rows: List[slice]  # each part's rows in ``obs`` and ``info``
+    agents: int  # all workers' agents asking for a decision
+    obs: Optional[List[np.ndarray]] = None  # the policy's input, all agents
+    masks: Optional[np.ndarray] = None
+    info: Optional[ActionInfo] = None  # None: no agent asked for a decision
+
+
+_ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
+
+#: ML-Agents' StatsAggregationMethod (what Unity's StatsRecorder sends) -> ours; histograms
+#: are averaged.
+_ENV_STAT_AGGREGATION = {
+    0: StatsAggregation.MEAN,
+    1: StatsAggregation.MOST_RECENT,
+    2: StatsAggregation.SUM,
+    3: StatsAggregation.MEAN,
+}
+
+
+def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
+    """ML-Agents masks (one ``[n, size]`` bool per branch, True = unavailable) -> ``[n, sum]`` 1 = allowed."""
+    if not branches:
+        return None
+    if masks is None:
+        key = (n, sum(branches))
+        if key not in _ALL_ALLOWED:  # read-only, shared: nothing writes into mask arrays
+            _ALL_ALLOWED[key] = np.ones(key, np.float32)
+            _ALL_ALLOWED[key].setflags(write=False)
+        return _ALL_ALLOWED[key]
+    return 1.0 - np.concatenate(masks, axis=1).astype(np.float32)
+
+
+class TrainerController:
+    """Runs the env manager and the trainers until every behavior reaches ``max_steps``."""
+
+    def __init__(
+        self,
+        env: EnvManager,
+        trainers: Mapping[str, Trainer],
+        stats: Mapping[str, StatsReporter],
+        run_dir: str,
+        status: TrainingStatus,
+        training: bool = True,
+        on_checkpoint: Optional[CheckpointHook] = None,
+    ) -> None:
+        self.env = env
+        self.training = training
+        self.run_dir = run_dir
+        self.status = status
+        self.status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+        self.on_checkpoint = on_checkpoint
+        self.timers = Timers()
+        self.behaviors: Dict[str, BehaviorState] = {}
+        ids = behavior_ids(env.behavior_specs)
+        for name, trainer in trainers.items():
+            s = trainer.settings
+            state = BehaviorState(
+                trainer,
+                AgentProcessor(trainer.spec, s.time_horizon, record=training),
+                stats[name],
+                os.path.join(run_dir, behavior_dir_name(name)),
+                recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
+                ids=tuple(ids.get(name, (name,))),
+            )
+            state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
+            state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
+            if training and s.updates_in_thread:
+                state.updater = BackgroundUpdater(trainer)
+            self.behaviors[name] = state
+        # Out of lockstep only where runs are not reproducible anyway (see the module docstring).
+        self.lockstep = not (
+            training and env.num_workers > 1 and any(b.updater is not None for b in self.behaviors.values())
+        )
+        self._stop_signal: Optional[int] = None
+        self._start = time.perf_counter()
+        # Seconds of earlier sessions of this run (resume), so elapsed time adds up.
+        self._elapsed_before = max((status.get_elapsed_seconds(n) for n in self.behaviors), default=0.0)
+
+    # ----------------------------------------------------------------- loop
+
+    def _all_done(self) -> bool:
+        return all(b.trainer.is_training_done for b in self.behaviors.values())
+
+    def _request_stop(self, signum: int, frame: object) -> None:
+        if self._stop_signal is not None:
+            # A second Ctrl-C: the user will not wait for the save (nothing else can end an
+            # env that hangs in this thread); checkpoints already on disk are kept.
+            raise KeyboardInterrupt
+        self._stop_signal = signum
+
+    def run(self) -> None:
+        """Trains until done or interrupted; always saves what it has before returning."""
+        previous = {
+            s: signal.signal(s, self._request_stop) for s in (signal.SIGINT, signal.SIGTERM)
+        }
+        # Waits for env workers end within a fraction of a second of a stop signal.
+        self.env.set_stop_check(lambda: self._stop_signal is not None)
+        start = time.perf_counter()
+        self._sync_acting_weights()
+        if self.training:  # a checkpoint adopted by --resume gets the exports it lacks
+            for name in self.behaviors:
+                kept = self.status.get_checkpoints(name)
+                if kept:
+                    self._export_if_missing(name, kept[-1])
+        try:
+            t = time.perf_counter()
+            steps = self.env.reset()
+            self.timers.env += time.perf_counter() - t
+            self._record_env_stats(steps)
+            stepped = False
+            while not self._all_done() and self._stop_signal is None:
+                actions, acted = self._act(steps)
+                if not self.env.steps_in_background:  # it steps in this thread: no overlap
+                    self._record(steps, acted)
+                    self._after_step()
+                    t = time.perf_counter()
+                    steps = self.env.step(actions)
+                else:
+                    t = time.perf_counter()
+                    if self.lockstep:
+                        self.env.step_async(actions)
+                    else:
+                        self.env.step_some({s.worker_id: actions[s.worker_id] for s in steps})
+                    self.timers.env += time.perf_counter() - t
+                    # While the workers step: the bookkeeping of the steps just acted on,
+                    # then updates, summaries and checkpoints (see the module docstring).
+                    self._record(steps, acted)
+                    self._after_step()
+                    t = time.perf_counter()
+                    steps = self.env.wait_all() if self.lockstep else self.env.wait_some()
+                self.timers.env += time.perf_counter() - t
+                self.timers.env_steps += 1
+                self._record_env_stats(steps)
+                stepped = True
+            if stepped and self.training and self._stop_signal is None:
+                self._learn_from_last_step(steps)
+        except EnvWorkerError:
+            self._finish(start)  # save what was learned, then report the worker's failure
+            raise
+        except WorkerLostError as exc:
+            self._finish(start)  # the weights of the last completed update
+            raise WorkerLostError(f"{exc}; checkpoint saved in {self.run_dir} (continue with --resume)") from None
+        except EnvInterrupted:
+            pass  # a stop signal ended a wait for the workers: save below, as for any stop
+        except BaseException:
+            self._wait_for_updates()  # no update thread outlives the run
+            raise
+        finally:
+            self.env.set_stop_check(None)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        self._finish(start)
+        if self._stop_signal is not None:
+            print(f"[INFO] Interrupted by signal {self._stop_signal}; checkpoint saved in {self.run_dir}", flush=True)
+
+    @property
+    def exit_code(self) -> int:
+        """0 for a run that finished; ``128 + signal`` (130 for Ctrl-C, 143 for SIGTERM) for
+        one stopped by a signal, as a shell reports it, so scripts can tell them apart."""
+        return 128 + int(self._stop_signal) if self._stop_signal is not None else 0
+
+    def _learn_from_last_step(self, steps: List[EnvStep]) -> None:
+        """The outcome of the last actions (their rewards, ended episodes) completes the
+        trajectories it closes, and a buffer that fills with them is learned from, as in
+        ML-Agents, which counts a step once its outcome is processed and updates while
+        ``step <= max_steps``: a ``max_steps`` that is a multiple of ``buffer_size`` gets
+        its last update. No action is taken for these decisions."""
+        acted = []
+        for name, b in self.behaviors.items():
+            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
+            acted.append(_Acted(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0))
+        self._record(steps, acted)
+        self._after_step()
+
+    def _record_env_stats(self, steps: List[EnvStep]) -> None:
+        """Stats the environment recorded (Unity's StatsRecorder) go to every behavior's
+        summaries, as in ML-Agents."""
+        for env_step in steps:
+            for key, values in env_step.env_stats.items():
+                for value, aggregation in values:
+                    kind = _ENV_STAT_AGGREGATION.get(int(aggregation), StatsAggregation.MEAN)
+                    for b in self.behaviors.values():
+                        try:
+                            b.stats.add_stat(key, value, kind)
+                        except ValueError:  # the game changed a stat's aggregation: keep the first
+                            pass
+
+    def _act(self, steps: List[EnvStep]) -> Tuple[List[Dict[str, ActionTuple]], List[_Acted]]:
+        """Actions for the workers in ``steps`` (every worker in lockstep), indexed by
+        worker: one inference call per behavior for all their agents. Nothing else that
+        can wait for `_record` is done here: it runs while the workers step."""
+        actions: List[Dict[str, ActionTuple]] = [dict() for _ in range(self.env.num_workers)]
+        acted: List[_Acted] = []
+        for name, b in self.behaviors.items():
+            decisions, counts, rows, agents = [], [], [], 0
+            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
+            for env_step, bid in parts:
+                decision, terminal = env_step.steps[bid]
+                if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
+                    b.trainer.policy.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
+                n = len(decision)
+                decisions.append(decision)
+                counts.append(n)
+                rows.append(slice(agents, agents + n))
+                agents += n
+            done = _Acted(name, b, parts, decisions, rows, agents)
+            acted.append(done)
+            if agents == 0:
+                continue
+            t = time.perf_counter()
+            spec = b.trainer.spec
+            branches = spec.action_spec.discrete_branches
+            # One copy per step: the env may reuse its observation buffers. (One worker: a
+            # copy, not a concatenation of one array, which costs several times more.)
+            mask_parts = [_masks_to_float(d.action_mask, n, branches) for d, n in zip(decisions, counts)]
+            if len(decisions) == 1:
+                done.obs = [o.copy() for o in decisions[0].obs]
+                done.masks = mask_parts[0]
+            else:
+                done.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
+                done.masks = np.concatenate(mask_parts) if branches else None
+            keys = (
+                [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
+                if b.recurrent
+                else None
+            )
+            info = done.info = b.trainer.policy.act(
+                done.obs, done.masks, deterministic=not self.training, agent_keys=keys
+            )
+            for (env_step, bid), rows in zip(parts, done.rows):
+                actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
+            self.timers.inference += time.perf_counter() - t
+        return actions, acted
+
+    def _record(self, steps: List[EnvStep], acted: List[_Acted]) -> None:
+        """The bookkeeping of ``steps`` and of the actions `_act` chose for them: terminal
+        steps close trajectories, decision steps credit rewards, finished trajectories go
+        to their trainer, and the actions join the agents' trajectories."""
+        for done in acted:
+            b, name = done.behavior, done.name
+            t = time.perf_counter()
+            for env_step, bid in done.parts:
+                decision, terminal = env_step.steps[bid]
+                trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
+                trajectories += b.processor.add_decision(env_step.worker_id, decision)
+                for traj in trajectories:
+                    self._process_trajectory(b, traj)
+                if episodes:
+                    b.trainer.record_episodes(episodes)
+            info, obs, masks = done.info, done.obs, done.masks
+            if info is not None:
+                for (env_step, _), decision, rows in zip(done.parts, done.decisions, done.rows):
+                    if rows.stop > rows.start:
+                        b.processor.add_actions(
+                            env_step.worker_id,
+                            decision,
+                            [o[rows] for o in obs],
+                            info.raw_continuous[rows],
+                            info.discrete[rows],
+                            masks[rows] if masks is not None else None,
+                            info.log_probs[rows],
+                            info.memory[rows] if info.memory is not None else None,
+                            info.prev_action[rows] if info.prev_action is not None else None,
+                        )
+                b.trainer.step += done.agents
+            self.timers.trajectories += time.perf_counter() - t
+
+    def _after_step(self) -> None:
+        for name, b in self.behaviors.items():
+            trainer = b.trainer
+            self._collect_update(b)
+            if self.training and trainer.ready_to_update and trainer.may_update:
+                self._update(b)
+            if trainer.step >= b.next_summary:
+                b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
+                b.stats.write_stats(trainer.step)
+                b.last_summary = trainer.step
+                b.next_summary = (trainer.step // trainer.settings.summary_freq + 1) * trainer.settings.summary_freq
+            if self.training and trainer.step >= b.next_checkpoint:
+                self._collect_update(b, wait=True)  # never a checkpoint mid-update
+                self.save_checkpoint(name)
+                interval = trainer.settings.checkpoint_interval
+                b.next_checkpoint = (trainer.step // interval + 1) * interval
+
+    # ----------------------------------------------------------- checkpoints
+
+    def save_checkpoint(self, name: str) -> CheckpointEntry:
+        """Checkpoint (+ export hook) for one behavior; prunes beyond keep_checkpoints."""
+        b = self.behaviors[name]
+        trainer = b.trainer
+        prefix = trainer.save(b.checkpoint_dir)
+        # The status follows the checkpoint at once (atomically: a temporary file, then a
+        # rename), before the slow exports; older checkpoints go only once the status no
+        # longer lists them. A run killed anywhere keeps a resumable checkpoint (and
+        # --resume also finds a complete checkpoint the status does not list yet).
+        reward = b.stats.get_stats_summaries("Environment/Cumulative Reward")
+        entry = CheckpointEntry(
+            trainer.step, run_relative(name, prefix), time.time(), reward.mean if reward.num else None
+        )
+        dropped = self.status.add_checkpoint(name, entry, trainer.settings.keep_checkpoints)
+        self.status.set_step(name, trainer.step)
+        self.status.set_episodes(name, trainer.episodes)
+        self.status.set_elapsed_seconds(name, self._elapsed_before + time.perf_counter() - self._start)
+        self._save_status()
+        for old in dropped:
+            # Inside this run's folder whatever the status says: a status copied or moved
+            # with its run names paths of the run it came from.
+            trainer.delete_checkpoint(os.path.join(b.checkpoint_dir, os.path.basename(old.file_path)))
+            for ext in ("pb", "onnx"):
+                exported = self._exported_path(name, old.steps, ext)
+                if os.path.exists(exported):
+                    os.remove(exported)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(trainer, prefix)
+        return entry
+
+    def _export_if_missing(self, name: str, entry: CheckpointEntry) -> None:
+        """Exports a kept checkpoint whose models were never written (a run killed between
+        the checkpoint and its export, then resumed from it)."""
+        b = self.behaviors[name]
+        if self.on_checkpoint is None or b.trainer.step != entry.steps:
+            return  # only the weights in the session can be exported
+        if not os.path.exists(self._exported_path(name, entry.steps, "pb")):
+            self.on_checkpoint(b.trainer, os.path.join(b.checkpoint_dir, os.path.basename(entry.file_path)))
+
+    def _exported_path(self, name: str, step: int, ext: str) -> str:
+        """``<Behavior>-<step>.<ext>`` beside the behavior's checkpoints."""
+        return os.path.join(self.behaviors[name].checkpoint_dir, f"{behavior_dir_name(name)}-{step}.{ext}")
+
+    def _save_status(self) -> None:
+        os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
+        self.status.save(self.status_path)
+
+    def _finish(self, start: float) -> None:
+        self._wait_for_updates()
+        self.timers.total += time.perf_counter() - start
+        for name, b in self.behaviors.items():
+            if self.training:
+                kept = self.status.get_checkpoints(name)
+                if kept and kept[-1].steps == b.trainer.step:
+                    final = kept[-1]  # just saved at this step
+                    self._export_if_missing(name, final)
+                else:
+                    final = self.save_checkpoint(name)
+                self.status.set_final_checkpoint(name, final)
+            if b.trainer.step > b.last_summary:
+                b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
+                b.stats.write_stats(b.trainer.step)
+        if self.training:
+            self._save_status()
+        os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)
+        with open(os.path.join(self.run_dir, "run_logs", "timers.json"), "w") as f:
+            json.dump(self.timers.as_dict(), f, indent=2)
+
+    # ------------------------------------------------- updates (threaded: true hooks)
+    # Everything that differs between threaded and synchronous updates is here.
+
+    def _process_trajectory(self, b: BehaviorState, traj: Trajectory) -> None:
+        if b.updater is not None:
+            b.updater.process(traj)  # queued while an update runs
+        else:
+            b.trainer.process_trajectory(traj)
+
+    def _update(self, b: BehaviorState) -> None:
+        """Synchronous update, or (threaded) start one unless one is running."""
+        if b.updater is None:
+            t = time.perf_counter()
+            b.trainer.update()
+            self.timers.update_durations.append(time.perf_counter() - t)
+            self.timers.update += self.timers.update_durations[-1]
+        elif not b.updater.busy:
+            b.updater.start()
+
+    def _collect_update(self, b: BehaviorState, wait: bool = False) -> None:
+        """Threaded: a finished update swaps the acting weights (``wait``: wait for it)."""
+        if b.updater is None or not b.updater.busy:
+            return
+        t = time.perf_counter()
+        swap_before = b.updater.swap_seconds
+        duration = b.updater.poll(wait)
+        if wait:
+            self.timers.update_wait += time.perf_counter() - t
+        if duration is not None:
+            self.timers.update_durations.append(duration)
+            self.timers.update += duration
+            self.timers.swap += b.updater.swap_seconds - swap_before
+
+    def _wait_for_updates(self) -> None:
+        for b in self.behaviors.values():
+            self._collect_update(b, wait=True)
+
+    def _sync_acting_weights(self) -> None:
+        """Threaded policies act with a copy of the actor: fill it (fresh or restored weights)."""
+        for b in self.behaviors.values():
+            sync = getattr(b.trainer.policy, "sync_acting_weights", None)
+            if sync is not None:
+                sync()
