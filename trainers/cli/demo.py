@@ -200,7 +200,7 @@ def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tupl
 
     from envs.base_env import ActionTuple
     from trainers.cli.export import latest_checkpoints, restore_policy
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
 
     config = os.path.join(run_dir, "configuration.yaml")
     if not os.path.isfile(config):

@@ -147,7 +147,7 @@ def _formats_and_out(args: Dict, run_dir: str, count: int) -> Tuple[Tuple[str, .
 
 def _spec_from_env(options, wanted: Sequence[str]):
     """Behavior specs from a short-lived env (the checkpoint does not record them)."""
-    from envs.env_manager import make_env_manager
+    from envs.managers import make_env_manager
 
     env_settings = options.env_settings
     if env_settings.env_path is None:
@@ -185,7 +185,7 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
 
 def run(args: Dict) -> int:
     from trainers.export import DEFAULT_OPSET, check_opset, export_policy, format_diffs
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
     from trainers.stats import behavior_dir_name
 
     opset = check_opset(args.get("--opset") or DEFAULT_OPSET)

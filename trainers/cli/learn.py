@@ -101,7 +101,7 @@ def engine_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
 
 def unity_options(options: Any) -> Any:
     """`envs.unity.manager.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
-    from envs.unity.manager import UnityOptions, engine_config
+    from envs.unity.options import UnityOptions, engine_config
 
     env_settings = options.env_settings
     editor = env_settings.env_path is None
@@ -203,7 +203,7 @@ def export_hook(formats: tuple) -> Callable[[Any, str], None]:
 
 
 def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behaviors: int) -> None:
-    from trainers.onnx_policy import OnnxPolicy
+    from trainers.export.onnx_policy import OnnxPolicy
 
     if model.endswith(".onnx") and num_behaviors > 1:
         raise ConfigError(
@@ -218,7 +218,7 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
 
 def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
     """``--worker``: serves until the chief ends it or the process is interrupted."""
-    from trainers.settings import load_cluster_file
+    from trainers.config import load_cluster_file
 
     try:
         task = int(task_index) if task_index is not None else None
@@ -238,7 +238,7 @@ def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: A
     status file does not list yet: a run killed right after writing it; half-written ones
     are skipped). Refuses, rather than playing or continuing an untrained policy, when none
     restores."""
-    from trainers.checkpoints import checkpoint_candidates, restore_newest
+    from trainers.loop.checkpoints import checkpoint_candidates, restore_newest
 
     candidates = checkpoint_candidates(run_dir, name, status)
     found = restore_newest(trainer, candidates, _warn)
@@ -273,13 +273,13 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     config, the run id, devices, the env and its behaviors, demos, the weights of
     ``--initialize-from``, which may be this very run): a mistake leaves the old run whole.
     """
-    from envs.env_manager import make_env_manager
-    from trainers.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
-    from trainers.controller import TrainerController
+    from envs.managers import make_env_manager
+    from trainers.loop.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
+    from trainers.loop.controller import TrainerController
     from trainers.ppo.trainer import PPOTrainer
-    from trainers.run_dir import RunLock, check_results_dir, check_run_id, clear_run
+    from trainers.loop.run_dir import RunLock, check_results_dir, check_run_id, clear_run
     from trainers.sac.trainer import SACTrainer
-    from trainers.settings import write_resolved_config
+    from trainers.config import write_resolved_config
     from trainers.trainer_base import Trainer
     from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
 
@@ -450,7 +450,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_worker(args["--cluster"], args.get("--task-index"))
         if args.get("--task-index") is not None:
             raise ConfigError("--task-index: only with --worker")
-        from trainers.settings import load_settings
+        from trainers.config import load_settings
 
         overrides = parse_overrides(args)
         model = args.get("--model")
@@ -466,7 +466,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             # The command line's cluster replaces the config's (and is what configuration.yaml records).
             from dataclasses import replace
 
-            from trainers.settings import load_cluster_file
+            from trainers.config import load_cluster_file
 
             options = replace(options, cluster_settings=load_cluster_file(args["--cluster"]))
         return run_training(options, cpu=bool(args.get("--cpu")), model=model)
