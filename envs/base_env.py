@@ -11,14 +11,15 @@ An environment holds one or more *behaviors*; each behavior has many *agents*. E
 
 Observations are float32; visual observations are ``[H, W, C]`` in ``[0, 1]``.
 ``action_mask`` follows ML-Agents: one ``[n_agents, branch_size]`` bool array per discrete
-branch, ``True`` meaning the action is *not* available.
+branch, ``True`` meaning the action is *not* available; `allowed_mask` turns it into the
+trainer's ``[n_agents, sum(branches)]`` float32 with 1 = allowed.
 """
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -186,12 +187,6 @@ class ActionTuple:
     def __len__(self) -> int:
         return max(self.continuous.shape[0], self.discrete.shape[0])
 
-    def subset(self, index: np.ndarray) -> "ActionTuple":
-        """Rows ``index`` of both parts (continuous/discrete may be empty)."""
-        cont = self.continuous[index] if self.continuous.size else self.continuous
-        disc = self.discrete[index] if self.discrete.size else self.discrete
-        return ActionTuple(continuous=cont, discrete=disc)
-
 
 @dataclass
 class DecisionSteps:
@@ -295,3 +290,55 @@ def all_steps(env: BaseEnv, behavior_names: Optional[Sequence[str]] = None) -> S
     """``get_steps`` for every behavior (or those named), as one dict."""
     names = list(env.behavior_specs) if behavior_names is None else list(behavior_names)
     return {name: env.get_steps(name) for name in names}
+
+
+#: The all-allowed masks `allowed_mask` shares, one per ``(rows, width)``: read-only.
+_ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
+
+
+def allowed_mask(
+    masks: Union[None, np.ndarray, Sequence[np.ndarray]],
+    n: int,
+    branches: Sequence[int],
+    shared: bool = False,
+) -> Optional[np.ndarray]:
+    """ML-Agents' action masks -> the trainer's: ``[n, sum(branches)]`` float32, 1 = allowed.
+
+    ML-Agents (`DecisionSteps.action_mask`, a demonstration's ``action_masks``) marks an
+    action True when it is *unavailable*; the trainer's policies, buffers and exported
+    models take a float mask where 1 means allowed. This is the one place that turns one
+    convention into the other.
+
+    Args:
+        masks: None (every action allowed); one ``[n, branch_size]`` bool array per
+            discrete branch (`DecisionSteps.action_mask`); or one ``[n, sum(branches)]``
+            bool array with the branches side by side (`Demonstration.action_masks`).
+        n: rows (agents asking for a decision, or a demonstration's steps).
+        branches: the discrete branch sizes (`ActionSpec.discrete_branches`).
+        shared: with ``masks`` None, return one cached read-only all-ones array per
+            ``(n, width)`` instead of a new one: the training loop asks on every env step,
+            and nothing writes into mask arrays.
+    Returns:
+        ``[n, sum(branches)]`` float32 (1 = allowed, 0 = not), or None when there are no
+        discrete branches.
+    Raises:
+        ValueError: a flat ``masks`` array that is not ``[n, sum(branches)]``.
+    """
+    if not branches:
+        return None
+    width = sum(branches)
+    if masks is None:
+        if not shared:
+            return np.ones((n, width), np.float32)
+        key = (n, width)
+        if key not in _ALL_ALLOWED:
+            _ALL_ALLOWED[key] = np.ones(key, np.float32)
+            _ALL_ALLOWED[key].setflags(write=False)
+        return _ALL_ALLOWED[key]
+    if isinstance(masks, np.ndarray):
+        if masks.shape != (n, width):
+            raise ValueError(f"action mask of shape {masks.shape}, expected {(n, width)} (branches {list(branches)})")
+        unavailable = masks
+    else:
+        unavailable = np.concatenate(masks, axis=1)
+    return 1.0 - unavailable.astype(np.float32)

@@ -87,11 +87,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: bool = False) -> dict:
-    # Imported before the clock starts (TensorFlow's import is ~5 s), as the SB3 reference
+    # Imported before the clock starts (TensorFlow's import takes seconds), as the SB3 reference
     # imports torch before timing learn().
     import trainers.controller  # noqa: F401
     import trainers.export  # noqa: F401
     from trainers.cli.learn import run_training
+    from trainers.layout import RunLayout
     from trainers.settings import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_") as results:
@@ -109,11 +110,11 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: 
         else:
             run_training(options)
         wall = time.perf_counter() - start
-        run_dir = os.path.join(results, "bench")
-        with open(os.path.join(run_dir, "run_logs", "timers.json")) as f:
+        layout = RunLayout(os.path.join(results, "bench"))
+        with open(layout.timers) as f:
             timers = json.load(f)
         behavior = next(iter(options.behaviors))
-        with open(os.path.join(run_dir, behavior, "stats.csv")) as f:
+        with open(layout.stats_csv(behavior)) as f:
             rewards = [float(r["mean"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
     return {
         "wall": wall, "timers": timers, "final_reward": rewards[-1] if rewards else float("nan"), "steps": steps,

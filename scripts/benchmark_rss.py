@@ -43,11 +43,13 @@ def rss_kib(pid: int) -> int:
 
 def latest_step(run_dir: str) -> int:
     """The newest step any behavior's ``stats.csv`` has a summary for (0 before the first)."""
+    from trainers.layout import STATS_FILE
+
     step = 0
     if not os.path.isdir(run_dir):
         return 0
     for name in os.listdir(run_dir):
-        path = os.path.join(run_dir, name, "stats.csv")
+        path = os.path.join(run_dir, name, STATS_FILE)  # name: a behavior's folder
         if os.path.isfile(path):
             with open(path, newline="") as f:
                 for row in csv.DictReader(f):

@@ -2,9 +2,9 @@
 
 The env is the built-in Simple (discrete) with ``step_delay_ms`` (every step sleeps that
 long, like a Unity build rendering); PPO with an update that has real work to overlap
-(hidden 512 x 2, 10 epochs of 64-sample minibatches over 2048 experiences: on the idle
-2-core machine about 0.35 ms of update per env step beside ~1.3 ms of env step; with
-hidden 256 the update was a tenth of the env time and threading had little to overlap).
+(hidden 512 x 2, 10 epochs of 64-sample minibatches over 2048 experiences: a sizeable
+share of each env step's time; with hidden 256 threading had little to overlap; README,
+"Figures behind choices in the code").
 Each configuration trains ``--steps`` agent steps; the four run back to back,
 ``--repeats`` times in alternating order, and the best steps/s of each is kept (other
 processes on the machine slow some runs down). Steps/s is measured over the training loop
@@ -67,6 +67,7 @@ def run(
 ) -> Tuple[float, Dict[str, float]]:
     """Loop steps/s and the timers of one training run."""
     from trainers.cli.learn import run_training
+    from trainers.layout import RunLayout
     from trainers.settings import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_slow_") as folder:
@@ -75,7 +76,7 @@ def run(
             yaml.safe_dump(config(delay_ms, num_envs, threaded, steps, hidden, epochs), f)
         options = load_settings(path, {"run_id": "bench", "results_dir": folder})
         run_training(options)
-        with open(os.path.join(folder, "bench", "run_logs", "timers.json")) as f:
+        with open(RunLayout(os.path.join(folder, "bench")).timers) as f:
             timers = json.load(f)
     return steps / timers["total"], timers
 

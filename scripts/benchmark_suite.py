@@ -59,7 +59,7 @@ def run_task(task: Task, max_steps: Optional[int], seed: int) -> dict:
     """Trains one task in-process; returns our return, steps and timings."""
     from trainers.cli.learn import run_training
     from trainers.settings import load_settings
-    from trainers.stats import behavior_dir_name
+    from trainers.layout import RunLayout
 
     config = os.path.join(ROOT, "config", "ppo", task.config)
     with tempfile.TemporaryDirectory(prefix="suite_") as results:
@@ -72,10 +72,10 @@ def run_task(task: Task, max_steps: Optional[int], seed: int) -> dict:
         start = time.perf_counter()
         run_training(options)
         wall = time.perf_counter() - start
-        run_dir = os.path.join(results, "suite")
-        with open(os.path.join(run_dir, behavior_dir_name(behavior), "stats.csv")) as f:
+        layout = RunLayout(os.path.join(results, "suite"))
+        with open(layout.stats_csv(behavior)) as f:
             rows = [r for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
-        with open(os.path.join(run_dir, "run_logs", "timers.json")) as f:
+        with open(layout.timers) as f:
             timers = json.load(f)
     final = rows[-1] if rows else None
     return {

@@ -117,6 +117,7 @@ if opts.get("normmode"):
         return tf.clip_by_value((x - mean) / std, -_nm.CLIP, _nm.CLIP)
     _nm.Normalizer.normalize = _normalize
 from trainers.cli.learn import run_training
+from trainers.layout import RunLayout
 from trainers.ppo.trainer import PPOTrainer
 _orig_update = PPOTrainer.update
 def _update(self):
@@ -152,9 +153,6 @@ if opts.get("normfreeze"):
         if _rows[0] < int(opts["normfreeze"]):
             _rows[0] += len(obs[0]); _orig_un(self, obs)
     Policy.update_normalization = _un
-from trainers.ppo.optimizer import PPOOptimizer
-if not opts.get("scaledclip"):
-    PPOOptimizer.set_value_clip_scales = lambda self, returns: {}
 from trainers.settings import load_settings
 with tempfile.TemporaryDirectory() as d:
     p = os.path.join(d, "c.yaml"); yaml.safe_dump(cfg, open(p, "w"))
@@ -166,7 +164,7 @@ with tempfile.TemporaryDirectory() as d:
         print("ignored:", type(e).__name__, e, flush=True)
     wall = time.time() - t
     bname = next(iter(cfg["behaviors"]))
-    rows = list(csv.DictReader(open(os.path.join(d, "r", bname.replace("/", "_"), "stats.csv"))))
+    rows = list(csv.DictReader(open(RunLayout(os.path.join(d, "r")).stats_csv(bname))))
 curves = {}
 for r in rows:
     curves.setdefault(r["tag"], {})[int(r["step"])] = float(r["mean"])

@@ -41,11 +41,6 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _file_sha(path: str) -> str:
-    with open(path, "rb") as f:
-        return _sha(f.read())
-
-
 def _graph_sha(path: str) -> str:
     """A frozen GraphDef, serialised deterministically (protobuf writes map fields, such as
     node attributes, in no fixed order: the same graph has several byte strings)."""
@@ -79,14 +74,16 @@ def digest_run(run_dir: str) -> Dict[str, str]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import trainers.tf  # noqa: F401  (TensorFlow the project's way)
     import tensorflow as tf
+    from trainers.layout import CONFIGURATION_FILE, RUN_LOGS_DIR, STATS_FILE, RunLayout
 
-    with open(os.path.join(run_dir, "configuration.yaml"), "rb") as f:
+    layout = RunLayout(run_dir)
+    with open(layout.configuration, "rb") as f:
         # Paths of this checkout (a demo_path) are not behaviour.
         config = f.read().replace(ROOT.encode(), b"<checkout>")
-    out: Dict[str, str] = {"configuration.yaml": _sha(config)}
+    out: Dict[str, str] = {CONFIGURATION_FILE: _sha(config)}
     for behavior_dir in sorted(p for p in glob.glob(os.path.join(run_dir, "*")) if os.path.isdir(p)):
         behavior = os.path.basename(behavior_dir)
-        if behavior == "run_logs":
+        if behavior == RUN_LOGS_DIR:
             continue
         for index in sorted(glob.glob(os.path.join(behavior_dir, "checkpoint-*.index"))):
             prefix = index[: -len(".index")]
@@ -98,7 +95,7 @@ def digest_run(run_dir: str) -> Dict[str, str]:
             out[f"{behavior}/{os.path.basename(path)}"] = _graph_sha(path)
         for path in sorted(glob.glob(os.path.join(behavior_dir, "*.onnx"))):
             out[f"{behavior}/{os.path.basename(path)}"] = _onnx_sha(path)
-        stats = os.path.join(behavior_dir, "stats.csv")
+        stats = os.path.join(behavior_dir, STATS_FILE)
         if os.path.isfile(stats):
             with open(stats, newline="") as f:
                 rows: List[str] = []
@@ -109,7 +106,7 @@ def digest_run(run_dir: str) -> Dict[str, str]:
                     if "time" in row.get("tag", "").lower() or "seconds" in row.get("tag", "").lower():
                         continue
                     rows.append(json.dumps(row, sort_keys=True))
-            out[f"{behavior}/stats.csv"] = _sha("\n".join(rows).encode())
+            out[f"{behavior}/{STATS_FILE}"] = _sha("\n".join(rows).encode())
     return out
 
 

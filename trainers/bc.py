@@ -32,9 +32,19 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from trainers.buffer import pad_trajectory
+from trainers.expert import ExpertData, load_expert_data
+from trainers.fields import (
+    ACTION_MASK,
+    CONTINUOUS_ACTION,
+    DISCRETE_ACTION,
+    MASKS,
+    OBS,
+    PREV_ACTION,
+    is_obs_key,
+    obs_key,
+)
 from trainers.policy import POLICY_SCOPE, Policy, build_actor
 from trainers.reward_signals._features import action_placeholders, obs_placeholders
-from trainers.reward_signals.gail import ExpertData, load_expert_data
 from trainers.settings import BehavioralCloningSettings
 from trainers.tf import tf
 from trainers.tf.distributions import CONTINUOUS_CLIP
@@ -78,12 +88,12 @@ class BCModule:
         self.update_runs = 0  # BC sess.runs (tests count them)
         action_spec = spec.action_spec
         with policy.graph.as_default(), tf.name_scope(BC_SCOPE), tf.control_dependencies(list(after)):
-            self._obs = obs_placeholders(spec, "obs")
+            self._obs = obs_placeholders(spec, OBS)
             self._actions = action_placeholders(action_spec, "expert")
             self._mask: Optional[tf.Tensor] = None
             if action_spec.is_discrete:
                 self._mask = tf.placeholder(
-                    tf.float32, [None, sum(action_spec.discrete_branches)], name="action_mask"
+                    tf.float32, [None, sum(action_spec.discrete_branches)], name=ACTION_MASK
                 )
             self._step = tf.placeholder(tf.int64, [], name="step")
             self._rows_mask: Optional[tf.Tensor] = None
@@ -91,9 +101,9 @@ class BCModule:
             memory_in = None
             length = policy.sequence_length
             if policy.use_recurrent:
-                self._rows_mask = tf.placeholder(tf.float32, [None], name="masks")
+                self._rows_mask = tf.placeholder(tf.float32, [None], name=MASKS)
                 if action_spec.is_discrete:
-                    self._prev = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name="prev_action")
+                    self._prev = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name=PREV_ACTION)
                 memory_in = tf.zeros([tf.shape(self._rows_mask)[0] // length, policy.memory_size])
             actor = build_actor(
                 self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers, policy.squashed,
@@ -108,9 +118,9 @@ class BCModule:
                 # Env space (the clip left out; SAC's squashed actor: tanh of the mean).
                 mu = actor.continuous.mean
                 predicted = tf.tanh(mu) if policy.squashed else mu / CONTINUOUS_CLIP
-                loss += mean(tf.reduce_mean(tf.square(predicted - self._actions["continuous_action"]), axis=1))
+                loss += mean(tf.reduce_mean(tf.square(predicted - self._actions[CONTINUOUS_ACTION]), axis=1))
             if actor.discrete is not None:
-                loss += -mean(actor.discrete.log_prob(self._actions["discrete_action"]))
+                loss += -mean(actor.discrete.log_prob(self._actions[DISCRETE_ACTION]))
             self.loss = loss
             if settings.steps > 0:
                 frac = tf.minimum(tf.cast(self._step, tf.float32) / float(settings.steps), 1.0)
@@ -136,9 +146,9 @@ class BCModule:
     def _feeds(self, idx: np.ndarray, step: int) -> List[object]:
         """Values for ``feed_list`` from demo rows ``idx``."""
         feeds: List[object] = [o[idx] for o in self.expert.obs]
-        if "continuous_action" in self._actions:
+        if CONTINUOUS_ACTION in self._actions:
             feeds.append(self.expert.continuous_action[idx])
-        if "discrete_action" in self._actions:
+        if DISCRETE_ACTION in self._actions:
             feeds.append(self.expert.discrete_action[idx])
         if self._mask is not None:
             feeds.append(self.expert.action_mask[idx])
@@ -198,7 +208,7 @@ class BCModule:
         """Recurrent policies: as `update`, over whole sequences of the padded demo."""
         length = self.policy.sequence_length
         data = self._sequences
-        num_seq = len(data["masks"]) // length
+        num_seq = len(data[MASKS]) // length
         n = max(1, min(self.samples_per_update // length, num_seq))
         per_batch = max(1, min(self.batch_size // length, n))
         chosen = self._rng.permutation(num_seq)[:n]
@@ -209,16 +219,16 @@ class BCModule:
             for b in range(n // per_batch):
                 seqs = order[b * per_batch : (b + 1) * per_batch]
                 idx = (seqs[:, None] * length + offsets[None, :]).reshape(-1)
-                feeds = [o[idx] for o in data["obs"]]
-                if "continuous_action" in self._actions:
-                    feeds.append(data["continuous_action"][idx])
-                if "discrete_action" in self._actions:
-                    feeds.append(data["discrete_action"][idx])
+                feeds = [o[idx] for o in data[OBS]]
+                if CONTINUOUS_ACTION in self._actions:
+                    feeds.append(data[CONTINUOUS_ACTION][idx])
+                if DISCRETE_ACTION in self._actions:
+                    feeds.append(data[DISCRETE_ACTION][idx])
                 if self._mask is not None:
-                    feeds.append(data["action_mask"][idx])
-                feeds.append(data["masks"][idx])
+                    feeds.append(data[ACTION_MASK][idx])
+                feeds.append(data[MASKS][idx])
                 if self._prev is not None:
-                    feeds.append(data["prev_action"][idx])
+                    feeds.append(data[PREV_ACTION][idx])
                 feeds.append(step)
                 losses.append(float(self._update_fn_or_make()(*feeds)[0]))
                 self.update_runs += 1
@@ -241,16 +251,16 @@ def _demo_sequences(expert: ExpertData, length: int) -> Dict[str, object]:
     for start, end in zip(bounds[:-1], bounds[1:]):
         if end <= start:
             continue
-        fields = {f"obs_{i}": o[start:end] for i, o in enumerate(expert.obs)}
-        fields["continuous_action"] = expert.continuous_action[start:end]
-        fields["discrete_action"] = expert.discrete_action[start:end]
-        fields["action_mask"] = expert.action_mask[start:end]
-        fields["masks"] = np.ones(end - start, np.float32)
+        fields = {obs_key(i): o[start:end] for i, o in enumerate(expert.obs)}
+        fields[CONTINUOUS_ACTION] = expert.continuous_action[start:end]
+        fields[DISCRETE_ACTION] = expert.discrete_action[start:end]
+        fields[ACTION_MASK] = expert.action_mask[start:end]
+        fields[MASKS] = np.ones(end - start, np.float32)
         prev = np.zeros_like(expert.discrete_action[start:end])
         prev[1:] = expert.discrete_action[start : end - 1]
-        fields["prev_action"] = prev
+        fields[PREV_ACTION] = prev
         parts.append(pad_trajectory(fields, length))
     joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    out: Dict[str, object] = {k: v for k, v in joined.items() if not k.startswith("obs_")}
-    out["obs"] = [joined[f"obs_{i}"] for i in range(len(expert.obs))]
+    out: Dict[str, object] = {k: v for k, v in joined.items() if not is_obs_key(k)}
+    out[OBS] = [joined[obs_key(i)] for i in range(len(expert.obs))]
     return out

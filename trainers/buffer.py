@@ -1,6 +1,7 @@
 """Experience storage: GAE and returns, the update buffer, sequence packing, minibatches.
 
-Plain numpy: no TensorFlow here. Field names used across the trainer:
+Plain numpy: no TensorFlow here. Field names used across the trainer (spelled once, in
+`trainers.fields`):
 
 * ``obs_<i>``: ``[T, *shape]`` float32 observations;
 * ``continuous_action`` ``[T, c]`` (raw, unclipped sample), ``discrete_action`` ``[T, b]``;
@@ -29,6 +30,8 @@ from __future__ import annotations
 from typing import Dict, Iterator, List, Mapping, Optional
 
 import numpy as np
+
+from trainers.fields import ACTION_MASK, CRITIC_MEMORY, MEMORY, RESET
 
 
 def discount_rewards(rewards: np.ndarray, gamma: float, value_next: float = 0.0) -> np.ndarray:
@@ -95,9 +98,9 @@ def pad_front(array: np.ndarray, sequence_length: int, value: float = 0.0) -> np
 
 
 #: Fields padded with their first row (the padding must not change the initial memory).
-EDGE_PADDED = ("memory", "critic_memory")
+EDGE_PADDED = (MEMORY, CRITIC_MEMORY)
 #: Fields padded with ones (a padded row of an all-zero action mask would be all-masked).
-ONE_PADDED = ("action_mask",)
+ONE_PADDED = (ACTION_MASK,)
 
 
 def pad_trajectory(fields: Mapping[str, np.ndarray], sequence_length: int) -> Dict[str, np.ndarray]:
@@ -124,7 +127,7 @@ def _tail_padding(key: str, value: np.ndarray, pad: int) -> np.ndarray:
     """``pad`` rows to append after ``value`` ``[T, ...]`` (`AgentBuffer.pad_to_sequences`)."""
     if key in EDGE_PADDED:
         return np.repeat(value[-1:], pad, axis=0)
-    fill = 1.0 if key in ONE_PADDED or key == "reset" else 0.0
+    fill = 1.0 if key in ONE_PADDED or key == RESET else 0.0
     return np.full((pad,) + value.shape[1:], fill, dtype=value.dtype)
 
 
@@ -216,8 +219,8 @@ class AgentBuffer:
         order = rng.permutation(num_seq)
         # The pass's rows in shuffled order, gathered once per column; each minibatch is
         # then a contiguous slice of them. (Gathering every column for each minibatch was
-        # ~26 us of the 41 us of Python a CartPole minibatch took, 320 minibatches a
-        # buffer.) The same rows in the same order as gathering each minibatch on its own.
+        # most of the Python a CartPole minibatch took.) The same rows in the same order
+        # as gathering each minibatch on its own.
         usable = num_seq - num_seq % seq_per_batch
         rows = (order[:usable, None] * sequence_length + np.arange(sequence_length)[None, :]).reshape(-1)
         shuffled = {k: v[rows] for k, v in columns.items()}

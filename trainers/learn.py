@@ -3,9 +3,7 @@
 import sys
 
 from trainers.cli.learn import (  # noqa: F401
-    ENGINE_OPTIONS,
     INT_OPTIONS,
-    engine_overrides,
     export_hook,
     main,
     parse_overrides,

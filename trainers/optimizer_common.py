@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, MutableMapping, Sequence
 import numpy as np
 
 from envs.base_env import BehaviorSpec
+from trainers.fields import DONE, ENVIRONMENT_REWARDS, next_obs_index
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.settings import TrainerSettings
 from trainers.tf import tf
@@ -35,12 +36,16 @@ def add_signal_field_placeholders(
     ``done``, ``environment_rewards``) that ``ph`` does not have yet."""
     for sig in signals.values():
         for field in sig.update_fields():
+            index = next_obs_index(field)
+            if index is not None and not sig.uses_next_obs:
+                # The PPO trainer stores next observations only for signals that say so.
+                raise ValueError(f"reward signal {sig.name}: reads {field!r} but does not set uses_next_obs")
             if field in ph:
                 continue
-            if field.startswith("next_obs_"):
-                shape = spec.observation_specs[int(field[len("next_obs_"):])].shape
+            if index is not None:
+                shape = spec.observation_specs[index].shape
                 ph[field] = tf.placeholder(tf.float32, (None,) + shape, field)
-            elif field in ("done", "environment_rewards"):
+            elif field in (DONE, ENVIRONMENT_REWARDS):
                 ph[field] = tf.placeholder(tf.float32, [None], field)
             else:
                 raise ValueError(f"reward signal {sig.name}: unknown update field {field!r}")
@@ -62,6 +67,12 @@ class OptimizerBase:
         self.signals = dict(signals)
         self.devices = tuple(devices)
         self.update_runs = 0
+
+    @property
+    def needs_next_obs(self) -> bool:
+        """Whether a reward signal reads ``next_obs_<i>`` (`RewardSignal.uses_next_obs`): the
+        PPO trainer stores those fields only then (SAC's own loss always reads them)."""
+        return any(sig.uses_next_obs for sig in self.signals.values())
 
 
 class SignalWiring:

@@ -181,11 +181,7 @@ class ActionInfo:
 
 def is_squashed(settings: TrainerSettings) -> bool:
     """Whether the behavior's actor is the tanh-squashed Gaussian (SAC, as in ML-Agents)."""
-    return settings.trainer_type == "sac"
-
-
-def _int_const(value: Sequence[int] | int, name: str) -> tf.Tensor:
-    return tf.constant(value, dtype=tf.int32, name=name)
+    return settings.kind.squashed
 
 
 def _runs_inline(settings: TrainerSettings, spec: BehaviorSpec) -> bool:
@@ -330,8 +326,14 @@ class Policy:
     def _build_outputs(self, action_spec: ActionSpec) -> None:
         """Named inference outputs (ML-Agents 2.0 names) and trainer-internal fetches."""
         actor = self.actor
-        _int_const(names.MODEL_EXPORT_VERSION, names.VERSION_NUMBER)
-        _int_const(self.memory_size, names.MEMORY_SIZE)
+        # The contract's constants, as the export has them. Nothing reads them here, but they
+        # stay: TF1 seeds each random op from the count of ops before it, so the critic's
+        # initial weights depend on them.
+        constants = names.contract_constants(
+            action_spec.continuous_size, action_spec.discrete_branches, self.memory_size
+        )
+        tf.constant(constants[names.VERSION_NUMBER], name=names.VERSION_NUMBER)
+        tf.constant(constants[names.MEMORY_SIZE], name=names.MEMORY_SIZE)
         self.memory_out = (
             tf.identity(actor.memory_out, name=names.RECURRENT_OUT) if actor.memory_out is not None else None
         )
@@ -342,13 +344,13 @@ class Policy:
             self.env_continuous = tf.identity(
                 actor.continuous.to_env(self.raw_continuous), name=names.CONTINUOUS_ACTIONS
             )
-            _int_const(action_spec.continuous_size, names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
+            tf.constant(constants[names.CONTINUOUS_ACTION_OUTPUT_SHAPE], name=names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
             self.deterministic_continuous = tf.identity(
                 actor.continuous.to_env(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS
             )
         if actor.discrete is not None:
             self.discrete = tf.identity(actor.discrete.sample, name=names.DISCRETE_ACTIONS)
-            _int_const(list(action_spec.discrete_branches), names.DISCRETE_ACTION_OUTPUT_SHAPE)
+            tf.constant(constants[names.DISCRETE_ACTION_OUTPUT_SHAPE], name=names.DISCRETE_ACTION_OUTPUT_SHAPE)
             self.deterministic_discrete = tf.identity(
                 actor.discrete.deterministic, name=names.DETERMINISTIC_DISCRETE_ACTIONS
             )

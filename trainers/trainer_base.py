@@ -15,6 +15,8 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.exceptions import CheckpointError, op_error_reason
+from trainers.fields import ACTION_MASK, CONTINUOUS_ACTION, DISCRETE_ACTION, DONE, ENVIRONMENT_REWARDS
+from trainers.layout import checkpoint_name
 from trainers.policy import Policy
 from trainers.reward_signals.base import RewardSignal
 from trainers.reward_signals.factory import create_reward_signals
@@ -72,17 +74,17 @@ class Trainer:
         n = len(traj)
         fields: Dict[str, np.ndarray] = {}
         if traj.continuous_action.shape[1]:
-            fields["continuous_action"] = traj.continuous_action
+            fields[CONTINUOUS_ACTION] = traj.continuous_action
         if traj.discrete_action.shape[1]:
-            fields["discrete_action"] = traj.discrete_action
-            fields["action_mask"] = (
+            fields[DISCRETE_ACTION] = traj.discrete_action
+            fields[ACTION_MASK] = (
                 traj.action_mask
                 if traj.action_mask is not None
                 else np.ones((n, sum(self.spec.action_spec.discrete_branches)), np.float32)
             )
-        fields["environment_rewards"] = traj.rewards
-        fields["done"] = np.zeros(n, np.float32)
-        fields["done"][-1] = float(traj.done)
+        fields[ENVIRONMENT_REWARDS] = traj.rewards
+        fields[DONE] = np.zeros(n, np.float32)
+        fields[DONE][-1] = float(traj.done)
         return fields
 
     def add_signal_returns(self, traj: Trajectory, sums: Mapping[str, float]) -> None:
@@ -120,7 +122,7 @@ class Trainer:
     # ------------------------------------------------------------- checkpoints
 
     def checkpoint_prefix(self, directory: str, step: int) -> str:
-        return os.path.join(directory, f"checkpoint-{step}")
+        return os.path.join(directory, checkpoint_name(step))
 
     def save(self, directory: str) -> str:
         """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""

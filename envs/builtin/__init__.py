@@ -1,4 +1,5 @@
-"""Deterministic built-in test environments (FACTS section 4).
+"""Deterministic built-in test environments (ML-Agents' test environments:
+docs/ML-AGENTS-FACTS.md#4-test-environments-used-to-prove-learning).
 
 * `Simple`: move to the goal shown in the observations (vector and/or visual, continuous,
   discrete or hybrid actions, several agents and behaviors).

@@ -1,4 +1,6 @@
-"""`Simple` and `Memory`: ML-Agents' 1-D test environments (FACTS section 4).
+"""`Simple` and `Memory`: ML-Agents' 1-D test environments.
+
+See docs/ML-AGENTS-FACTS.md#4-test-environments-used-to-prove-learning.
 
 Each agent has a goal ``g`` (-1 or +1, drawn per episode from the env's seeded generator)
 and a position with one coordinate per action dimension (continuous dims first, then one

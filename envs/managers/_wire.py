@@ -18,8 +18,9 @@ from envs.managers.base import StepDict
 
 #: How long the parent (waiting for step replies) and a worker (waiting for its next
 #: command) may poll their pipes without blocking, yielding the CPU between polls, before
-#: they block. A blocked process is woken in ~100 us here (a bare pipe ping-pong between
-#: two Python processes: 106 us blocking, 10 us spinning).
+#: they block. Waking a blocked process costs about ten times a spinning one's wait (a
+#: bare pipe ping-pong between two Python processes: README, "Figures behind choices in
+#: the code").
 SPIN_S = 1e-3
 
 

@@ -18,8 +18,8 @@ goes through the pipe in a compact binary layout and the worker gets a bigger se
 and writable, as in-process ones are.
 Both sides wait for the other *spinning* first (polling the pipe without blocking and
 yielding the CPU, for up to `SPIN_S`) while the other has been answering quickly, then
-blocking: waking a process blocked on a pipe costs ~100 us on this 2-core VM, which was
-most of a fast env's step round trip (`_Waiter`).
+blocking: waking a process blocked on a pipe was most of a fast env's step round trip
+(README, "Environments"; `_Waiter`).
 
 Failures: an env that raises, a worker that dies, or a worker that does not answer within
 ``step_timeout`` seconds makes the manager shut every worker down and raise

@@ -1,4 +1,4 @@
-"""The .demo reader on the real Unity recordings of shared/data/demos, and on bad files."""
+"""The .demo reader on the real Unity recordings of tests/data/demos, and on bad files."""
 from __future__ import annotations
 
 import io

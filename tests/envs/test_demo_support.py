@@ -16,7 +16,7 @@ _HERE = Path(__file__).resolve()
 
 def demo_dir() -> Optional[Path]:
     """The folder of real Unity `.demo` files: the copy in tests/data/demos (taken from
-    ../shared/data/demos, Apache-2.0, see its MANIFEST), or $TRAINER_LEARN_DEMO_DIR."""
+    the public ML-Agents repository, Apache-2.0, see its MANIFEST), or $TRAINER_LEARN_DEMO_DIR."""
     candidates = []
     if os.environ.get("TRAINER_LEARN_DEMO_DIR"):
         candidates.append(Path(os.environ["TRAINER_LEARN_DEMO_DIR"]))

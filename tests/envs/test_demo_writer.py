@@ -198,7 +198,8 @@ def test_demo_package_imports_no_tensorflow_or_trainers():
 
 
 def test_proto_field_numbers_follow_unity():
-    """The numbers Unity's files use (FACTS section 5): a contract, not an implementation detail."""
+    """The numbers Unity's files use (docs/ML-AGENTS-FACTS.md#5-the-demo-file-format): a contract, not an
+    implementation detail."""
     pb = demonstration_pb2
     numbers = lambda m: {f.name: f.number for f in m.DESCRIPTOR.fields}  # noqa: E731
     assert numbers(pb.DemonstrationMetaProto) == {

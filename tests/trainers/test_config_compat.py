@@ -62,7 +62,7 @@ def test_resolved_config_of_mlagents_2x_loads_silently():
     assert ball.network_settings.normalize is True
     assert ball.checkpoint_interval == 500000
     assert options.checkpoint_settings.resume is False
-    assert options.engine_settings["no_graphics"] is False
+    assert options.engine_settings.no_graphics is False
 
 
 def test_keys_we_cannot_honour_give_one_warning_line_each():

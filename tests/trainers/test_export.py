@@ -475,3 +475,84 @@ def test_cli_missing_checkpoint_file_in_status(trained_run, tmp_path, capsys):
             os.remove(copy / "Simple" / f)
     assert main([str(copy)]) == 1
     assert "checkpoint of behavior Simple not found" in capsys.readouterr().err
+
+
+def _no_env(*args, **kwargs):
+    raise AssertionError("trainer-export built an environment")
+
+
+def test_cli_exports_from_the_recorded_spec_without_an_env(trained_run, tmp_path, capsys, monkeypatch):
+    """A run records its behavior specs in training_status.json: exporting it needs no env
+    (a Unity build gone, a Gymnasium package uninstalled), and the export still verifies."""
+    import json
+    import shutil
+
+    import envs.managers
+    from envs.registry import make_env
+    from trainers.cli.export import main
+    from trainers.layout import RunLayout
+    from trainers.loop.status import TrainingStatus
+
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    layout = RunLayout(str(copy))
+    env = make_env("builtin:Simple", {"continuous": 0, "discrete": 1}, 0, 1)
+    try:
+        assert TrainingStatus.load(layout.training_status).get_behavior_spec("Simple") == env.behavior_specs["Simple"]
+    finally:
+        env.close()
+    # The env can neither be built nor found.
+    monkeypatch.setattr(envs.managers, "make_env_manager", _no_env)
+    config = open(layout.configuration).read()
+    assert "env_path: builtin:Simple" in config
+    with open(layout.configuration, "w") as f:
+        f.write(config.replace("env_path: builtin:Simple", "env_path: builtin:NoSuchEnv"))
+    out_dir = tmp_path / "out"
+    assert main([str(copy), f"--out={out_dir}", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "Simple (step 200)" in out and "onnx deterministic_discrete_actions: max abs diff" in out
+    assert sorted(os.listdir(out_dir)) == ["Simple-200.onnx", "Simple-200.pb", "Simple.onnx", "Simple.pb"]
+    assert io_names(str(out_dir / "Simple.onnx"))[0] == ["obs_0", "action_masks"]
+    # One checkpoint prefix: the run's status still tells.
+    assert main([layout.checkpoint_prefix("Simple", 200), f"--out={tmp_path / 'one.onnx'}"]) == 0
+    assert os.path.isfile(tmp_path / "one.onnx")
+    # The spec really came from the status: without it, the missing env is what is reported.
+    data = json.loads(open(layout.training_status).read())
+    del data["behaviors"]["Simple"]["behavior_spec"]
+    with open(layout.training_status, "w") as f:
+        json.dump(data, f)
+    with pytest.raises(AssertionError, match="built an environment"):
+        main([str(copy), f"--out={tmp_path / 'again'}"])
+
+
+def test_cli_exports_a_run_without_recorded_specs_through_its_env(trained_run, tmp_path, capsys, monkeypatch):
+    """A run trained before specs were recorded (its status has none) builds its env, as
+    before."""
+    import json
+    import shutil
+
+    import envs.managers
+    from trainers.cli.export import main
+    from trainers.layout import RunLayout
+
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    layout = RunLayout(str(copy))
+    data = json.loads(open(layout.training_status).read())
+    for entry in data["behaviors"].values():
+        del entry["behavior_spec"]
+    with open(layout.training_status, "w") as f:
+        json.dump(data, f)
+    built = []
+    real = envs.managers.make_env_manager
+
+    def counting(*args, **kwargs):
+        built.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(envs.managers, "make_env_manager", counting)
+    out_dir = tmp_path / "out"
+    assert main([str(copy), f"--out={out_dir}", "--check"]) == 0
+    assert built == ["builtin:Simple"]
+    assert "Simple (step 200)" in capsys.readouterr().out
+    assert sorted(os.listdir(out_dir)) == ["Simple-200.onnx", "Simple-200.pb", "Simple.onnx", "Simple.pb"]

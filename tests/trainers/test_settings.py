@@ -302,7 +302,7 @@ def test_other_sections(tmp_path):
     )
     options = load_settings(path)
     assert options.env_settings == EnvSettings("builtin:Simple", {"step_size": 0.5}, 2, 3, 7, 6000)
-    assert options.engine_settings == {"time_scale": 20}
+    assert options.engine_settings.given() == {"time_scale": 20}
     assert options.checkpoint_settings == CheckpointSettings("r", "out", inference=True)
     assert options.device_settings.devices == ("/cpu:0", "/cpu:1")
     assert options.debug is True
@@ -637,7 +637,8 @@ device_settings: {devices: [/cpu:0, /cpu:1]}
 
 def test_round_trip_flat_and_defaults(tmp_path):
     flat = FLAT_EXAMPLE + """
-A: {use_recurrent: true, trainer: sac}
+A: {use_recurrent: true}
+C: {trainer: sac}
 B:
     reward_signals: {curiosity: {strength: 0.1}}
     pretraining: {demo_path: x.demo}

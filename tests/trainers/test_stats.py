@@ -323,6 +323,74 @@ def test_missing_and_corrupt_status_files(tmp_path):
         TrainingStatus.load(str(corrupt))
 
 
+def test_behavior_spec_round_trips_and_older_files_load_without_one(tmp_path):
+    from envs.base_env import ActionSpec, BehaviorSpec, ObservationSpec
+
+    spec = BehaviorSpec(
+        (ObservationSpec((8,), "ray"), ObservationSpec((84, 64, 3), "camera", "visual")), ActionSpec(2, (3, 2))
+    )
+    path = str(tmp_path / "run_logs" / "training_status.json")
+    status = TrainingStatus()
+    status.set_step("A", 10)
+    status.set_behavior_spec("A", spec)
+    status.set_step("Old", 5)  # a behavior whose spec is unknown: no key, as in older files
+    status.save(path)
+    data = json.loads(open(path).read())
+    assert data["metadata"]["stats_format_version"] == "0.3"  # an added key needs no new version
+    assert data["behaviors"]["A"]["behavior_spec"] == {
+        "observation_specs": [
+            {"shape": [8], "name": "ray", "kind": "vector"},
+            {"shape": [84, 64, 3], "name": "camera", "kind": "visual"},
+        ],
+        "action_spec": {"continuous_size": 2, "discrete_branches": [3, 2]},
+    }
+    assert "behavior_spec" not in data["behaviors"]["Old"]
+    loaded = TrainingStatus.load(path)
+    assert loaded.get_behavior_spec("A") == spec
+    assert loaded.get_behavior_spec("Old") is None and loaded.get_behavior_spec("Missing") is None
+    # A file written before specs were recorded (this format version, without the key).
+    del data["behaviors"]["A"]["behavior_spec"]
+    with open(path, "w") as f:
+        json.dump(data, f)
+    old = TrainingStatus.load(path)
+    assert old.get_behavior_spec("A") is None and old.get_step("A") == 10
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ([], "expected observation_specs and action_spec"),
+        ({"observation_specs": [{"shape": [4], "name": "obs", "kind": "vector"}]}, "action_spec"),
+        (
+            {"observation_specs": [{"shape": ["4"], "name": "obs", "kind": "vector"}], "action_spec": {}},
+            "observation_specs.shape: expected a list of integers >= 1",
+        ),
+        (
+            {"observation_specs": [{"shape": [4], "name": "obs", "kind": "radar"}], "action_spec": {}},
+            "'radar' is not a valid ObservationKind",
+        ),
+        (
+            {"observation_specs": [{"shape": [4, 4], "name": "obs", "kind": "vector"}], "action_spec": {}},
+            "needs shape (size,)",
+        ),
+        (
+            {"observation_specs": [], "action_spec": {"continuous_size": True, "discrete_branches": []}},
+            "continuous_size: expected an integer >= 0",
+        ),
+        (
+            {"observation_specs": [], "action_spec": {"continuous_size": 0, "discrete_branches": [0]}},
+            "discrete_branches: expected a list of integers >= 1",
+        ),
+    ],
+)
+def test_a_damaged_behavior_spec_is_one_clear_error(tmp_path, spec, message):
+    path = tmp_path / "training_status.json"
+    path.write_text(json.dumps({"behaviors": {"A": {"step": 1, "behavior_spec": spec}}}))
+    with pytest.raises(CheckpointError, match="training_status.json: not a valid training status") as info:
+        TrainingStatus.load(str(path))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
 def test_settings_and_stats_do_not_import_tensorflow():
     code = (
         "import sys, trainers.settings, trainers.stats\n"

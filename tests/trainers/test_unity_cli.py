@@ -77,7 +77,7 @@ def test_bad_engine_setting_is_one_line(run_cli, tmp_path):
     config, build = _setup(tmp_path, [{"name": "Fake"}])
     code, _, err = run_cli(config, f"--env={build}", "--time-scale=0", "--run-id=bad")
     assert code == 1
-    assert err.strip() == "trainer-learn: error: engine_settings.time_scale: expected a number > 0, got 0.0"
+    assert err.strip() == "trainer-learn: error: command line: --time-scale: expected a number > 0, got 0.0"
 
 
 def test_editor_press_play(run_cli, tmp_path):
@@ -141,7 +141,7 @@ def test_3dball_example_config_loads():
 
     options = load_settings(config_path("3DBall.yaml"))
     assert options.env_settings.env_path is None and options.env_settings.timeout_wait == 60
-    assert engine_config(options.engine_settings).time_scale == 20.0
+    assert engine_config(options.engine_settings.given()).time_scale == 20.0
     assert options.behaviors["3DBall"].hyperparameters.buffer_size == 12000
 
 
@@ -184,8 +184,8 @@ def test_no_graphics_monitor_command_line_flag():
     import trainers.cli.learn as learn
 
     args = docopt(learn.__doc__, argv=["c.yaml", "--no-graphics-monitor"])
-    assert learn.engine_overrides(args) == {"no_graphics_monitor": True}
-    assert learn.engine_overrides(docopt(learn.__doc__, argv=["c.yaml"])) == {}
+    assert learn.parse_overrides(args) == {"no_graphics_monitor": True}
+    assert learn.parse_overrides(docopt(learn.__doc__, argv=["c.yaml"])) == {}
 
 
 def test_num_areas_reaches_the_game(run_cli, tmp_path):

@@ -198,13 +198,14 @@ def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tupl
     """
     import os
 
-    from envs.base_env import ActionTuple
+    from envs.base_env import ActionTuple, allowed_mask
     from trainers.cli.export import latest_checkpoints, restore_policy
     from trainers.config import load_settings
+    from trainers.layout import CONFIGURATION_FILE, RunLayout
 
-    config = os.path.join(run_dir, "configuration.yaml")
+    config = RunLayout(run_dir).configuration
     if not os.path.isfile(config):
-        raise _UsageError(f"--run-id: {run_dir} is not a run directory (no configuration.yaml)")
+        raise _UsageError(f"--run-id: {run_dir} is not a run directory (no {CONFIGURATION_FILE})")
     options = load_settings(config)
     name = BehaviorId.parse(behavior).name
     target = latest_checkpoints(run_dir, name)[0]
@@ -212,13 +213,7 @@ def _run_policy_actor(run_dir: str, behavior: str, spec: Any, seed: int) -> Tupl
     branches = spec.action_spec.discrete_branches
 
     def act(name: str, decision: Any) -> ActionTuple:
-        masks = None
-        if branches:
-            masks = (
-                np.ones((len(decision), sum(branches)), np.float32)
-                if decision.action_mask is None
-                else 1.0 - np.concatenate(decision.action_mask, axis=1).astype(np.float32)
-            )
+        masks = allowed_mask(decision.action_mask, len(decision), branches)
         info = policy.act(decision.obs, masks, deterministic=True)
         return ActionTuple(info.env_continuous, info.discrete)
 

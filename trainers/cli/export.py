@@ -34,16 +34,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
 
-from envs.base_env import specs_by_name
+from envs.base_env import BehaviorSpec, specs_by_name
 from envs.exceptions import EnvError
 from trainers import show_tensorflow_logs
 from trainers.cli import usage_error
 from trainers.exceptions import CheckpointError, ConfigError, TrainerError, op_error_reason, os_error_line
+from trainers.layout import (
+    CHECKPOINT_PATTERN,
+    CONFIGURATION_FILE,
+    RUN_LOGS_DIR,
+    TRAINING_STATUS_FILE,
+    RunLayout,
+    behavior_dir_name,
+)
 
 FORMAT_CHOICES = {"onnx": ("onnx",), "pb": ("pb",), "both": ("pb", "onnx")}
 FILE_EXTENSIONS = (".onnx", ".pb")
 _CHECKPOINT_SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
-_STEP = re.compile(r"checkpoint-(\d+)$")
+_STEP = re.compile(CHECKPOINT_PATTERN + "$")
 
 
 @dataclass
@@ -59,17 +67,17 @@ def _resolve_prefix(run_dir: str, behavior: str, file_path: str) -> str:
     """A status entry -> its checkpoint prefix inside ``run_dir`` (the controller saves in
     ``<run_dir>/<behavior>/``; the status may hold a path relative to where training ran,
     or the run may have been moved or copied since)."""
-    from trainers.stats import behavior_dir_name
-
-    return os.path.join(run_dir, behavior_dir_name(behavior), os.path.basename(file_path))
+    return RunLayout(run_dir).in_run(behavior, file_path)
 
 
 def latest_checkpoints(run_dir: str, behavior: Optional[str]) -> List[Target]:
     from trainers.stats import TrainingStatus
 
-    status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+    status_path = RunLayout(run_dir).training_status
     if not os.path.isfile(status_path):
-        raise CheckpointError(f"{run_dir}: no run_logs/training_status.json; is this a run directory?")
+        raise CheckpointError(
+            f"{run_dir}: no {os.path.join(RUN_LOGS_DIR, TRAINING_STATUS_FILE)}; is this a run directory?"
+        )
     status = TrainingStatus.load(status_path)
     names = list(status.behaviors)
     if behavior is not None:
@@ -99,17 +107,19 @@ def _locate(path: str, behavior: Optional[str]) -> Tuple[str, List[Target]]:
     """``<run-dir-or-checkpoint>`` -> (run directory, behaviors to export)."""
     path = path.rstrip("/") or path
     if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, "configuration.yaml")):
-            raise CheckpointError(f"{path}: not a run directory (no configuration.yaml)")
+        if not os.path.isfile(RunLayout(path).configuration):
+            raise CheckpointError(f"{path}: not a run directory (no {CONFIGURATION_FILE})")
         return path, latest_checkpoints(path, behavior)
     prefix = _CHECKPOINT_SUFFIX.sub("", path)
     if not glob.glob(prefix + ".index"):
         raise CheckpointError(f"{path}: no such run directory or checkpoint")
-    behavior_dir = os.path.dirname(os.path.abspath(prefix))
-    run_dir = os.path.dirname(behavior_dir)
-    if not os.path.isfile(os.path.join(run_dir, "configuration.yaml")):
-        raise CheckpointError(f"{prefix}: no configuration.yaml in {run_dir}; a checkpoint must be inside its run directory")
-    name = behavior or os.path.basename(behavior_dir)
+    layout = RunLayout.of_checkpoint(prefix)
+    run_dir = layout.run_dir
+    if not os.path.isfile(layout.configuration):
+        raise CheckpointError(
+            f"{prefix}: no {CONFIGURATION_FILE} in {run_dir}; a checkpoint must be inside its run directory"
+        )
+    name = behavior or os.path.basename(os.path.dirname(os.path.abspath(prefix)))
     match = _STEP.search(os.path.basename(prefix))
     return run_dir, [Target(name, prefix, int(match.group(1)) if match else None)]
 
@@ -145,8 +155,31 @@ def _formats_and_out(args: Dict, run_dir: str, count: int) -> Tuple[Tuple[str, .
     return formats, out_dir, stem
 
 
+def _specs_from_status(run_dir: str, wanted: Sequence[str]) -> Optional[Dict[str, BehaviorSpec]]:
+    """The behavior specs the run recorded in its ``training_status.json`` (every run trained
+    since specs are recorded there), so that no env is needed; None when one of ``wanted``
+    has none (an older run) and the env must tell."""
+    from trainers.loop.status import TrainingStatus
+
+    try:
+        status = TrainingStatus.load(RunLayout(run_dir).training_status)
+    except CheckpointError:
+        # Exporting one checkpoint prefix never needed the status: a damaged one leaves
+        # the env to tell, as before specs were recorded (a run directory's status was
+        # already read whole by latest_checkpoints).
+        return None
+    specs: Dict[str, BehaviorSpec] = {}
+    for name in wanted:
+        spec = status.get_behavior_spec(name)
+        if spec is None:
+            return None
+        specs[name] = spec
+    return specs
+
+
 def _spec_from_env(options, wanted: Sequence[str]):
-    """Behavior specs from a short-lived env (the checkpoint does not record them)."""
+    """Behavior specs from a short-lived env, for runs whose status records none (trained
+    before `TrainingStatus` kept them)."""
     from envs.managers import make_env_manager
 
     env_settings = options.env_settings
@@ -186,16 +219,18 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
 def run(args: Dict) -> int:
     from trainers.export import DEFAULT_OPSET, check_opset, export_policy, format_diffs
     from trainers.config import load_settings
-    from trainers.stats import behavior_dir_name
 
     opset = check_opset(args.get("--opset") or DEFAULT_OPSET)
     run_dir, targets = _locate(args["<run-dir-or-checkpoint>"], args.get("--behavior"))
     formats, out_dir, stem = _formats_and_out(args, run_dir, len(targets))
-    options = load_settings(os.path.join(run_dir, "configuration.yaml"))
+    options = load_settings(RunLayout(run_dir).configuration)
     for t in targets:
         if not glob.glob(t.prefix + ".index"):
             raise CheckpointError(f"{t.prefix}: checkpoint of behavior {t.behavior} not found")
-    specs = _spec_from_env(options, [t.behavior for t in targets])
+    wanted = [t.behavior for t in targets]
+    specs = _specs_from_status(run_dir, wanted)
+    if specs is None:  # a run trained before its status recorded specs: its env tells
+        specs = _spec_from_env(options, wanted)
     seed = max(options.env_settings.seed, 0)
     for t in targets:
         policy = restore_policy(t.behavior, specs[t.behavior], options.behavior_settings(t.behavior), t.prefix, seed)

@@ -47,7 +47,6 @@ Options:
 from __future__ import annotations
 
 import os
-import random
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -59,6 +58,7 @@ from envs.exceptions import EnvError
 from trainers import __version__, show_tensorflow_logs
 from trainers.cli import usage_error
 from trainers.exceptions import CheckpointError, ConfigError, TrainerError, os_error_line, shorten
+from trainers.layout import RunLayout, behavior_dir_name, model_file_name
 
 INT_OPTIONS = {
     "--num-envs": "num_envs",
@@ -68,35 +68,15 @@ INT_OPTIONS = {
     "--num-gpus": "num_gpus",
     "--base-port": "base_port",
     "--timeout-wait": "timeout_wait",
+    # Unity engine settings (ML-Agents' flags), laid over the config's engine_settings.
+    "--width": "width",
+    "--height": "height",
+    "--quality-level": "quality_level",
+    "--target-frame-rate": "target_frame_rate",
+    "--capture-frame-rate": "capture_frame_rate",
 }
-
-# --- Unity (issue 12): command-line engine settings, laid over the config's engine_settings.
-ENGINE_OPTIONS = {
-    "--time-scale": ("time_scale", float),
-    "--width": ("width", int),
-    "--height": ("height", int),
-    "--quality-level": ("quality_level", int),
-    "--target-frame-rate": ("target_frame_rate", int),
-    "--capture-frame-rate": ("capture_frame_rate", int),
-}
-
-
-def engine_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
-    """engine_settings values given on the command line (ML-Agents' flags)."""
-    out: Dict[str, Any] = {}
-    for opt, (key, kind) in ENGINE_OPTIONS.items():
-        value = args.get(opt)
-        if value is None:
-            continue
-        try:
-            out[key] = kind(value)
-        except ValueError:
-            raise ConfigError(f"{opt}: expected {'an integer' if kind is int else 'a number'}, got {shorten(repr(value))}") from None
-    if args.get("--no-graphics"):
-        out["no_graphics"] = True
-    if args.get("--no-graphics-monitor"):
-        out["no_graphics_monitor"] = True
-    return out
+FLOAT_OPTIONS = {"--time-scale": "time_scale"}
+SWITCHES = ("--resume", "--force", "--inference", "--debug", "--no-graphics", "--no-graphics-monitor")
 
 
 def unity_options(options: Any) -> Any:
@@ -110,8 +90,8 @@ def unity_options(options: Any) -> Any:
     return UnityOptions(
         base_port=port,
         timeout_wait=float(env_settings.timeout_wait),
-        engine=engine_config(options.engine_settings),
-        log_folder=os.path.join(options.run_dir, "run_logs"),
+        engine=engine_config(options.engine_settings.given()),
+        log_folder=RunLayout(options.run_dir).run_logs,
         num_areas=env_settings.num_areas,
     )
 
@@ -127,6 +107,14 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
             out[key] = int(value)
         except ValueError:
             raise ConfigError(f"{opt}: expected an integer, got {shorten(repr(value))}") from None
+    for opt, key in FLOAT_OPTIONS.items():
+        value = args.get(opt)
+        if value is None:
+            continue
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"{opt}: expected a number, got {shorten(repr(value))}") from None
     for opt, key in (("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from")):
         if args.get(opt) is not None:
             out[key] = args[opt]
@@ -134,9 +122,9 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
         out["results_dir"] = args["--results-dir"]
     if args.get("--devices"):
         out["devices"] = tuple(d.strip() for d in args["--devices"].split(",") if d.strip())
-    for flag in ("--resume", "--force", "--inference", "--debug"):
+    for flag in SWITCHES:
         if args.get(flag):
-            out[flag[2:]] = True
+            out[flag[2:].replace("-", "_")] = True
     return out
 
 
@@ -189,8 +177,6 @@ def export_hook(formats: tuple) -> Callable[[Any, str], None]:
     def hook(trainer: Any, prefix: str) -> None:
         from trainers.export import export_policy
 
-        from trainers.stats import behavior_dir_name
-
         export_policy(
             trainer.policy,
             os.path.dirname(prefix),
@@ -209,9 +195,7 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
         raise ConfigError(
             f"--model={model}: one file for {num_behaviors} behaviors; give a directory of <Behavior>.onnx files"
         )
-    from trainers.stats import behavior_dir_name
-
-    path = model if model.endswith(".onnx") else os.path.join(model, f"{behavior_dir_name(name)}.onnx")
+    path = model if model.endswith(".onnx") else os.path.join(model, model_file_name(behavior_dir_name(name), "onnx"))
     trainer.policy.session.close()
     trainer.policy = OnnxPolicy(path, spec)
 
@@ -279,7 +263,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     from trainers.ppo.trainer import PPOTrainer
     from trainers.loop.run_dir import RunLock, check_results_dir, check_run_id, clear_run
     from trainers.sac.trainer import SACTrainer
-    from trainers.config import write_resolved_config
+    from envs.managers.base import resolve_seed
+    from trainers.config import cluster_refusal, write_resolved_config
     from trainers.trainer_base import Trainer
     from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
 
@@ -290,7 +275,8 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
         check_run_id(ckpt.initialize_from, "--initialize-from")
     check_results_dir(ckpt.results_dir)
     run_dir = options.run_dir
-    status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+    layout = RunLayout(run_dir)
+    status_path = layout.training_status
     # An empty folder is no run (one being started by another process meets the lock below).
     existed = os.path.isdir(run_dir) and bool(os.listdir(run_dir))
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -307,7 +293,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     init_dir = ""
     if ckpt.initialize_from:
         init_dir = os.path.join(ckpt.results_dir, ckpt.initialize_from)
-        init_path = os.path.join(init_dir, "run_logs", "training_status.json")
+        init_path = RunLayout(init_dir).training_status
         if not os.path.isfile(init_path):
             raise TrainerError(f"{init_dir}: no such run to initialize from")
         init_status = TrainingStatus.load(init_path)
@@ -315,7 +301,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     lock = RunLock(run_dir, exclusive=not ckpt.inference)
     wrote = False
     try:
-        seed = env_settings.seed if env_settings.seed >= 0 else random.randrange(2**31 - 1)
+        seed = resolve_seed(env_settings.seed, env_settings.num_envs)
         chief = None
         if options.cluster_settings.enabled and not ckpt.inference:
             if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
@@ -370,11 +356,9 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                 settings = settings_of[name]
                 reporters[name] = StatsReporter(name, writers)
                 # A chief's local session only acts: on its CPU, beside the variables.
-                if chief is not None and settings.trainer_type != "ppo":
-                    raise ConfigError(
-                        f"behaviors.{name}.trainer_type: {settings.trainer_type} runs on local devices "
-                        "only; cluster_settings (--cluster) is supported for ppo"
-                    )
+                if chief is not None and not settings.kind.cluster:
+                    # A behavior without a section (refused at load for named ones).
+                    raise ConfigError(f"behaviors.{name}.trainer_type: {cluster_refusal(settings.trainer_type)}")
                 extra = {"cluster": chief} if chief is not None else {}
                 trainer = trainer_classes[settings.trainer_type](
                     name, spec, settings, reporters[name], seed, devices, cpu or chief is not None, **extra
@@ -402,7 +386,7 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
             if ckpt.force and existed and not ckpt.resume:
                 clear_run(run_dir)
             wrote = True
-            write_resolved_config(options, os.path.join(run_dir, "configuration.yaml"))
+            write_resolved_config(options, layout.configuration)
             if restored:
                 tensorboard.resume_from(min(restored.values()))
             for name in trainers:  # after resume_from: the first event opens the event file
@@ -457,11 +441,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if model is not None and not args.get("--inference"):
             raise ConfigError("--model: only with --inference (it plays an exported model without training)")
         options = load_settings(args["<config>"], overrides)
-        engine = engine_overrides(args)
-        if engine:
-            import dataclasses
-
-            options = dataclasses.replace(options, engine_settings={**options.engine_settings, **engine})
         if args.get("--cluster"):
             # The command line's cluster replaces the config's (and is what configuration.yaml records).
             from dataclasses import replace

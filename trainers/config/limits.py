@@ -23,8 +23,8 @@ MAX_HIDDEN_UNITS = 8192
 8192 x 8192 is already 64 M weights (256 MiB of float32; Adam keeps two more copies)."""
 MAX_NUM_LAYERS = 64
 """Hidden layers of one network. Each is built into every network's graph (actor, critic,
-each tower): 64 layers of 32 units build in 16 s on the 2-core machine, 256 in 80 s; the
-attack round's 5000 would build for about half an hour."""
+each tower), and building takes longer with every layer (README, "Figures behind choices
+in the code"): the attack round's 5000 would build for about half an hour."""
 MAX_BODY_WEIGHTS = 2**28
 """Hidden weights of one network body (num_layers x hidden_units^2): 1 GiB of float32 per
 network, before the critic's copy and Adam's two slots."""
@@ -33,8 +33,8 @@ MAX_MEMORY_SIZE = 8192
 its memory."""
 MAX_SEQUENCE_LENGTH = 1024
 """Steps of one training sequence. The LSTM is unrolled into the update graph step by step
-(trainers/tf/lstm.py): 64 steps build in 6 s on the 2-core machine, 256 in 24 s, 1024 in
-85 s; the attack round's 100000 would build for hours."""
+(trainers/tf/lstm.py), and building takes longer with every step (README, "Figures behind
+choices in the code"): the attack round's 100000 would build for hours."""
 MAX_BUFFER_SIZE = 10**8
 """Experiences one buffer holds (PPO's update buffer; SAC's replay buffer, allocated whole
 at its first trajectory). The smallest row is about 28 bytes (a 1-float observation and

@@ -1,7 +1,6 @@
 """`load_settings`: reads a trainer config (nested or flat format), applies the command
 line's values and resolves it into frozen `RunOptions`; `write_resolved_config` and
-`load_cluster_file`. The rules are documented in the package's docstring
-(trainers/config/__init__.py)."""
+`load_cluster_file`. The rules are documented in docs/config.md."""
 
 from __future__ import annotations
 
@@ -49,6 +48,7 @@ from trainers.config.schema import (
     CheckpointSettings,
     ClusterSettings,
     DeviceSettings,
+    EngineSettings,
     EnvSettings,
     GAILSettings,
     MemorySettings,
@@ -401,13 +401,31 @@ CLI_FLAGS: Dict[str, str] = {
     "num_gpus": "--num-gpus",
     "devices": "--devices",
     "debug": "--debug",
+    "width": "--width",
+    "height": "--height",
+    "quality_level": "--quality-level",
+    "time_scale": "--time-scale",
+    "target_frame_rate": "--target-frame-rate",
+    "capture_frame_rate": "--capture-frame-rate",
+    "no_graphics": "--no-graphics",
+    "no_graphics_monitor": "--no-graphics-monitor",
 }
 """cli_overrides keys accepted by load_settings, and the flag each is reported as."""
 
 # On/off flags: False means "not given" (a flag can only switch a setting on).
-_CLI_SWITCHES = ("resume", "force", "inference", "debug")
+_CLI_SWITCHES = ("resume", "force", "inference", "debug", "no_graphics", "no_graphics_monitor")
 _ENV_KEYS = ("env_path", "env_args", "num_envs", "agents_per_env", "seed", "base_port", "timeout_wait")
 _CHECKPOINT_KEYS = ("run_id", "results_dir", "resume", "force", "initialize_from", "inference")
+_ENGINE_KEYS = (
+    "width",
+    "height",
+    "quality_level",
+    "time_scale",
+    "target_frame_rate",
+    "capture_frame_rate",
+    "no_graphics",
+    "no_graphics_monitor",
+)
 
 
 def _cli_values(cli_overrides: Optional[Mapping[str, Any]]) -> Dict[str, _Cli]:
@@ -467,9 +485,12 @@ def _run_sections(
     if "num_gpus" in cli or "devices" in cli:
         # The command line's device choice replaces the file's as a whole.
         device_raw = _overlay({}, cli, ("num_gpus", "devices"))
-    engine, _ = _coerce(doc.get("engine_settings"), Dict[str, Any], where, "engine_settings")
+    engine_where = where.child("engine_settings")
+    engine_raw = _as_mapping(doc.get("engine_settings"), engine_where)
     env_settings = _build(EnvSettings, env_raw, env_where)
-    _check_engine(engine, env_settings.env_path, where, source)
+    # Only the file's keys are warned about for non-Unity envs (a flag says what it sets).
+    _check_engine(engine_raw, env_settings.env_path, where, source)
+    engine = _build(EngineSettings, _overlay(engine_raw, cli, _ENGINE_KEYS), engine_where)
     debug, debug_at = _coerce(cli.get("debug", doc.get("debug", False)), bool, where, "debug")
     if not isinstance(debug, bool):
         raise _fail(debug_at, f"expected true or false, got {_describe(debug)}")
@@ -622,6 +643,8 @@ def load_settings(
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, EngineSettings):
+        return value.given()  # what was set: the build's own defaults are not ours to write
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

@@ -4,7 +4,7 @@ tables of trainer types, hyperparameter classes and reward signals."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Type, Union, get_args
 
 from trainers.config._fields import (
@@ -161,7 +161,39 @@ class SACSettings:
 
 
 HyperparamSettings = Union[PPOSettings, SACSettings]
-HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {"ppo": PPOSettings, "sac": SACSettings}
+
+
+@dataclass(frozen=True)
+class TrainerKind:
+    """What a trainer type is and supports: the one table the loader, the policy and the
+    run read (a combination a trainer cannot run is refused when the config loads)."""
+
+    hyperparameters: Type[Any]
+    """Its ``hyperparameters:`` dataclass."""
+    recurrent: bool
+    """Supports ``network_settings.memory`` (an LSTM policy and critic)."""
+    cluster: bool
+    """Supports ``cluster_settings`` (towers on other machines' devices)."""
+    threaded_updates: bool
+    """Honours ``threaded: true`` (its updates can run beside the env steps)."""
+    squashed: bool
+    """Its continuous actor is the tanh-squashed Gaussian (ML-Agents' SAC)."""
+
+
+#: trainer_type -> its capabilities.
+TRAINER_KINDS: Dict[str, TrainerKind] = {
+    "ppo": TrainerKind(PPOSettings, recurrent=True, cluster=True, threaded_updates=True, squashed=False),
+    # Recurrent SAC needs sequence sampling from the replay buffer and memories in the
+    # critic's targets (issue 32); updates run every few env steps, so no thread.
+    "sac": TrainerKind(SACSettings, recurrent=False, cluster=False, threaded_updates=False, squashed=True),
+}
+HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {name: kind.hyperparameters for name, kind in TRAINER_KINDS.items()}
+
+
+def cluster_refusal(trainer_type: str) -> str:
+    """Why a trainer type without cluster support cannot run with ``cluster_settings``."""
+    supported = ", ".join(n for n, k in TRAINER_KINDS.items() if k.cluster)
+    return f"{trainer_type} runs on local devices only; cluster_settings (--cluster) is supported for {supported}"
 
 
 @dataclass(frozen=True)
@@ -378,9 +410,14 @@ class TrainerSettings:
     lockstep, runs are reproducible."""
 
     @property
+    def kind(self) -> TrainerKind:
+        """The trainer type's capabilities."""
+        return TRAINER_KINDS[self.trainer_type]
+
+    @property
     def updates_in_thread(self) -> bool:
         """``threaded`` where it is honoured: PPO only (SAC updates between env steps)."""
-        return self.threaded and self.trainer_type == "ppo"
+        return self.threaded and self.kind.threaded_updates
 
     def __post_init__(self) -> None:
         _check_choice(self, "trainer_type", TRAINER_TYPES)
@@ -395,6 +432,12 @@ class TrainerSettings:
                 f"got {type(self.hyperparameters).__name__}",
             )
         _check_instance(self, "network_settings", NetworkSettings)
+        if self.network_settings.memory is not None and not self.kind.recurrent:
+            raise _InvalidField(
+                "network_settings.memory",
+                f"recurrent {self.trainer_type.upper()} (LSTM) is not supported yet; remove the memory "
+                "section or use trainer_type: ppo",
+            )
         if not isinstance(self.reward_signals, Mapping):
             raise _InvalidField("reward_signals", "expected a mapping of name -> settings")
         object.__setattr__(self, "reward_signals", dict(self.reward_signals))
@@ -456,12 +499,51 @@ class EnvSettings:
         object.__setattr__(self, "env_args", dict(self.env_args))
         _check_int(self, "num_envs", 1)
         _check_int(self, "agents_per_env", 1)
-        _check_int(self, "seed")
+        _check_int(self, "seed", -1)  # -1: one drawn at random (envs.managers.base.resolve_seed)
         _check_int(self, "base_port", 1)
         if self.base_port > 65535:
             raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
         _check_int(self, "timeout_wait", 1)
         _check_int(self, "num_areas", 1)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """A Unity build's engine settings (``engine_settings:``, ML-Agents' keys and the
+    command line's --width ... --no-graphics-monitor). None: not given, the build gets
+    ML-Agents' training default (`envs.unity.environment.EngineConfig`)."""
+
+    width: Optional[int] = None
+    height: Optional[int] = None
+    quality_level: Optional[int] = None
+    time_scale: Optional[float] = None
+    target_frame_rate: Optional[int] = None
+    capture_frame_rate: Optional[int] = None
+    no_graphics: Optional[bool] = None
+    """Every build starts with ``-nographics -batchmode``."""
+    no_graphics_monitor: Optional[bool] = None
+    """Worker 0 renders, the others start headless (ML-Agents Release 22)."""
+
+    def __post_init__(self) -> None:
+        for key in ("width", "height"):
+            _check_int(self, key, optional=True)
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise _InvalidField(key, f"expected a size > 0, got {value}")
+        for key in ("quality_level", "target_frame_rate", "capture_frame_rate"):
+            _check_int(self, key, optional=True)
+        _check_number(self, "time_scale", optional=True)
+        if self.time_scale is not None:
+            object.__setattr__(self, "time_scale", float(self.time_scale))
+            if self.time_scale <= 0:
+                raise _InvalidField("time_scale", f"expected a number > 0, got {self.time_scale}")
+        for key in ("no_graphics", "no_graphics_monitor"):
+            if getattr(self, key) is not None:
+                _check_bool(self, key)
+
+    def given(self) -> Dict[str, Any]:
+        """The keys that were set (what configuration.yaml records), ML-Agents' names."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 @dataclass(frozen=True)
@@ -584,8 +666,8 @@ class RunOptions:
     """Settings for behaviors not named in `behaviors`; None: TrainerSettings()."""
     env_settings: EnvSettings = field(default_factory=EnvSettings)
     """The environment."""
-    engine_settings: Dict[str, Any] = field(default_factory=dict)
-    """Unity engine settings; accepted and ignored."""
+    engine_settings: EngineSettings = field(default_factory=EngineSettings)
+    """Unity engine settings (ignored, with a warning, for built-in and Gymnasium envs)."""
     checkpoint_settings: CheckpointSettings = field(default_factory=CheckpointSettings)
     """Run id, results directory, resume/force/initialize/inference."""
     device_settings: DeviceSettings = field(default_factory=DeviceSettings)
@@ -606,13 +688,18 @@ class RunOptions:
                 raise _InvalidField(f"behaviors.{name}", "expected TrainerSettings")
         _check_instance(self, "default_settings", TrainerSettings, optional=True)
         _check_instance(self, "env_settings", EnvSettings)
-        if not isinstance(self.engine_settings, Mapping):
-            raise _InvalidField("engine_settings", "expected a mapping")
-        object.__setattr__(self, "engine_settings", dict(self.engine_settings))
+        _check_instance(self, "engine_settings", EngineSettings)
         _check_instance(self, "checkpoint_settings", CheckpointSettings)
         _check_instance(self, "device_settings", DeviceSettings)
         _check_instance(self, "cluster_settings", ClusterSettings)
         _check_bool(self, "debug")
+        if self.cluster_settings.enabled:
+            sections = [(f"behaviors.{n}", s) for n, s in self.behaviors.items()]
+            if self.default_settings is not None:
+                sections.append(("default_settings", self.default_settings))
+            for section, settings in sections:
+                if not settings.kind.cluster:
+                    raise _InvalidField(f"{section}.trainer_type", cluster_refusal(settings.trainer_type))
 
     def behavior_settings(self, name: str) -> TrainerSettings:
         """Settings of a behavior: its own section, else default_settings, else defaults."""

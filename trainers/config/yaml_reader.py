@@ -32,8 +32,8 @@ _MAX_NESTING = 64
 _MAX_VALUES = 100_000
 
 #: Largest config file read, in bytes: 37 times ML-Agents' largest shipped config (7 KB).
-#: PyYAML's Python reader takes about 30 s a megabyte of short values, so a larger file is
-#: refused before it is parsed (a 4.7 MB list took 86 s to be refused after parsing).
+#: PyYAML's Python reader takes tens of seconds a megabyte of short values, so a larger
+#: file is refused before it is parsed (README, "Figures behind choices in the code").
 _MAX_FILE_BYTES = 256 * 1024
 
 #: Longest integer literal accepted, in digits. Python refuses to read an int of more than

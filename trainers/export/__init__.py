@@ -1,72 +1,9 @@
 """Model export: the actor of a `Policy` as a frozen TF graph (``.pb``) and as ONNX.
 
-The exported graph is the actor only (no critic, optimizer or training towers): it is built
-again in a separate ``tf.Graph`` with the same builder (`trainers.policy.build_actor`, so
-the same variable names), the weights are copied from the live session by variable name,
-and the variables are folded to constants (``convert_variables_to_constants``). Export
-therefore does not depend on how many towers the optimizer has, and never touches the
-(finalized) training graph. The observation normalizer is included, folded to float32
-constants (mean and std computed exactly as the training graph does).
-
-ML-Agents 2.0 contract (``version_number`` 3, FACTS section 6), what current Unity
-Inference Engine / Sentis loads:
-
-* inputs: ``obs_0`` ... ``obs_{n-1}`` float32, vector ``[batch, size]``, visual
-  ``[batch, C, H, W]`` (NCHW; transposed to NHWC inside the graph); ``action_masks``
-  float32 ``[batch, sum(branches)]`` (1 = allowed) only with discrete actions.
-* outputs, in this order: ``version_number``, ``memory_size``, then with continuous actions
-  ``continuous_actions`` (sampled, ``clamp(x, -3, 3) / 3``; SAC's squashed actor: ``tanh(x)``,
-  as ML-Agents exports it), ``continuous_action_output_shape``,
-  ``deterministic_continuous_actions`` (the clipped or squashed mean), then with discrete actions
-  ``discrete_actions`` (sampled, one column per branch), ``discrete_action_output_shape``,
-  ``deterministic_discrete_actions`` (argmax). The batch dimension is dynamic (``batch``).
-
-Dtypes (decided from what ML-Agents 2.0's exporter wrote and what Unity's runtime reads):
-
-* ``version_number`` ``[1]``, ``memory_size`` ``[1]``, ``continuous_action_output_shape``
-  ``[1]`` and ``discrete_action_output_shape`` ``[1, num_branches]`` are **float32**:
-  ML-Agents wrote them as ``torch.Tensor`` parameters, and Unity reads them as
-  ``Tensor<float>`` (``(int)((Tensor<float>)t)[0]``; it sums every element of the discrete
-  shape). int32 constants would make Unity's cast fail.
-* ``continuous_actions`` / ``deterministic_continuous_actions``: float32 ``[batch, c]``.
-* ``discrete_actions`` / ``deterministic_discrete_actions``: **int64** ``[batch, branches]``,
-  as ``torch.multinomial`` / ``torch.argmax`` produced them; Unity reads them as
-  ``Tensor<int>`` (a float output would load and then fail at inference).
-
-Sampling ops: ``RandomStandardNormal`` with the dynamic batch shape becomes ONNX
-``RandomNormalLike``, ``Multinomial`` becomes ONNX ``Multinomial``; tf2onnx writes
-``seed=0`` on both, which makes every onnxruntime session draw the same numbers, so the
-attribute is removed: onnxruntime then seeds per process and draws fresh noise at every
-call, and no runtime that honours the attribute repeats one fixed noise sequence.
-
-Visual observations: the convolutions run in NCHW in ONNX and the encoders flatten in
-channel-major order (as ML-Agents does), so the exported graph has no Transpose.
-
-TF-era contract (``legacy_names=True``, ``version_number`` 2), for older runtimes: inputs
-``vector_observation`` ``[batch, sum of vector sizes]`` (every vector observation
-concatenated in spec order), ``visual_observation_<k>`` ``[batch, H, W, C]`` (k counts the
-visual observations), ``action_masks`` (discrete), ``epsilon`` ``[batch, c]`` (continuous:
-the standard-normal noise, fed by the runtime, as TF-era Unity did; zeros give the mean);
-outputs ``action``, ``action_probs``, ``version_number``, ``memory_size``,
-``is_continuous_control``, ``action_output_shape``, the constants int32 ``[1]``.
-``action`` is ``clamp(mean + std * epsilon, -3, 3) / 3`` for continuous actions and, for
-discrete ones, the masked per-branch log-probabilities ``[batch, sum(branches)]`` from which
-the TF-era runtime samples; ``action_probs`` is the per-dimension log-density of the raw
-continuous action, or the per-branch probabilities. ``action_output_shape`` is the
-continuous size or the sum of branch sizes. Hybrid actions have no TF-era form.
-
-Verification (``check=True``): the ONNX model (onnxruntime) and the frozen graph (TF) are
-run on a fixed batch of observations and masks, and their deterministic outputs compared
-with the live training graph's; a max abs difference above 1e-5 raises `ExportError`.
-Sampled outputs are checked for shape, range and masks.
-
-Recurrent policies (``network_settings.memory``): one LSTM step per call. Input
-``recurrent_in`` float32 ``[batch, 1, memory_size]`` after ``action_masks`` (and, with
-discrete actions, ``prev_action`` int32 ``[batch, branches]``, the TF-era input the
-previous action is fed through: 0 at an episode's first step); output ``recurrent_out``
-``[batch, 1, memory_size]`` last; ``memory_size`` > 0. The runtime feeds each agent's
-``recurrent_out`` back as its next ``recurrent_in`` (zeros at an episode start). The check
-runs a 20-step rollout with the memories fed back. No TF-era form.
+`export_policy` rebuilds the actor alone in its own graph, folds the live weights and the
+normalizer into constants, writes the formats asked for atomically and checks them
+against the live graph (`ExportResult`). The contract (inputs, outputs, dtypes, the TF-era names,
+recurrent policies, the check) is in docs/export-contract.md.
 """
 from __future__ import annotations
 
@@ -99,6 +36,7 @@ from trainers.export.onnx import (  # noqa: F401  (re-exported)
     check_opset,
     to_onnx,
 )
+from trainers.layout import model_file_name
 from trainers.policy import Policy
 from trainers.tf import names
 
@@ -211,7 +149,7 @@ def export_policy(
     for ext in FORMATS:
         if ext not in payloads:
             continue
-        path = os.path.join(out_dir, f"{stem}.{ext}")
+        path = os.path.join(out_dir, model_file_name(stem, ext))
         _write_atomic(path, payloads[ext])
         result.files.append(path)
         if ext == "onnx":
@@ -219,7 +157,7 @@ def export_policy(
         else:
             result.pb_path = path
         if step is not None:
-            step_path = os.path.join(out_dir, f"{stem}-{int(step)}.{ext}")
+            step_path = os.path.join(out_dir, model_file_name(stem, ext, step))
             _write_atomic(step_path, payloads[ext])
             result.files.append(step_path)
     result.seconds = time.perf_counter() - start

@@ -179,23 +179,7 @@ def _check_sampled(
 def expected_constants(spec: BehaviorSpec, legacy: bool, memory_size: int = 0) -> Dict[str, np.ndarray]:
     """The constant outputs an exported model must have, with dtype and shape."""
     a = spec.action_spec
-    if legacy:
-        shape = a.continuous_size if a.is_continuous else sum(a.discrete_branches)
-        return {
-            names.VERSION_NUMBER: np.array([names.LEGACY_VERSION], np.int32),
-            names.MEMORY_SIZE: np.array([0], np.int32),
-            names.LEGACY_IS_CONTINUOUS: np.array([int(a.is_continuous)], np.int32),
-            names.LEGACY_ACTION_OUTPUT_SHAPE: np.array([shape], np.int32),
-        }
-    out = {
-        names.VERSION_NUMBER: np.array([names.MODEL_EXPORT_VERSION], np.float32),
-        names.MEMORY_SIZE: np.array([memory_size], np.float32),
-    }
-    if a.is_continuous:
-        out[names.CONTINUOUS_ACTION_OUTPUT_SHAPE] = np.array([a.continuous_size], np.float32)
-    if a.is_discrete:
-        out[names.DISCRETE_ACTION_OUTPUT_SHAPE] = np.array([list(a.discrete_branches)], np.float32)
-    return out
+    return names.contract_constants(a.continuous_size, a.discrete_branches, memory_size, legacy)
 
 
 def _check_constants(

@@ -4,7 +4,7 @@ constants (`freeze_actor`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -68,12 +68,9 @@ def _normalizer_constants(policy: Policy) -> List[Optional[_ConstNormalizer]]:
     return out
 
 
-def _float_const(value: Sequence, name: str) -> tf.Tensor:
-    return tf.constant(np.asarray(value, np.float32), name=name)
-
-
-def _int_const(value: Sequence, name: str) -> tf.Tensor:
-    return tf.constant(np.asarray(value, np.int32), name=name)
+def _const(constants: Mapping[str, np.ndarray], name: str) -> tf.Tensor:
+    """One of the contract's constant outputs (`names.contract_constants`)."""
+    return tf.constant(constants[name], name=name)
 
 
 def _check_exportable(policy: Policy, legacy: bool) -> None:
@@ -103,6 +100,9 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
     action_spec = spec.action_spec
     network = policy.settings.network_settings
     normalizers = _normalizer_constants(policy)
+    constants = names.contract_constants(
+        action_spec.continuous_size, action_spec.discrete_branches, policy.memory_size, legacy_names
+    )
     graph = tf.Graph()
     inputs: List[str] = []
     outputs: List[str] = []
@@ -169,10 +169,8 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                 tf.identity(log_probs, name=names.LEGACY_ACTION)
                 tf.exp(log_probs, name=names.LEGACY_ACTION_PROBS)
                 shape = sum(action_spec.discrete_branches)
-            _int_const([names.LEGACY_VERSION], names.VERSION_NUMBER)
-            _int_const([0], names.MEMORY_SIZE)
-            _int_const([int(action_spec.is_continuous)], names.LEGACY_IS_CONTINUOUS)
-            _int_const([shape], names.LEGACY_ACTION_OUTPUT_SHAPE)
+            for name in (names.VERSION_NUMBER, names.MEMORY_SIZE, names.LEGACY_IS_CONTINUOUS, names.LEGACY_ACTION_OUTPUT_SHAPE):
+                _const(constants, name)
             outputs = [
                 names.LEGACY_ACTION,
                 names.LEGACY_ACTION_PROBS,
@@ -182,12 +180,12 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                 names.LEGACY_ACTION_OUTPUT_SHAPE,
             ]
         else:
-            _float_const([names.MODEL_EXPORT_VERSION], names.VERSION_NUMBER)
-            _float_const([policy.memory_size], names.MEMORY_SIZE)
+            _const(constants, names.VERSION_NUMBER)
+            _const(constants, names.MEMORY_SIZE)
             outputs = [names.VERSION_NUMBER, names.MEMORY_SIZE]
             if actor.continuous is not None:
                 tf.identity(actor.continuous.to_env(actor.continuous.sample), name=names.CONTINUOUS_ACTIONS)
-                _float_const([action_spec.continuous_size], names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
+                _const(constants, names.CONTINUOUS_ACTION_OUTPUT_SHAPE)
                 tf.identity(actor.continuous.to_env(actor.continuous.mean), name=names.DETERMINISTIC_CONTINUOUS_ACTIONS)
                 outputs += [
                     names.CONTINUOUS_ACTIONS,
@@ -196,7 +194,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                 ]
             if actor.discrete is not None:
                 tf.cast(actor.discrete.sample, tf.int64, name=names.DISCRETE_ACTIONS)
-                _float_const([list(action_spec.discrete_branches)], names.DISCRETE_ACTION_OUTPUT_SHAPE)
+                _const(constants, names.DISCRETE_ACTION_OUTPUT_SHAPE)
                 tf.cast(actor.discrete.deterministic, tf.int64, name=names.DETERMINISTIC_DISCRETE_ACTIONS)
                 outputs += [
                     names.DISCRETE_ACTIONS,

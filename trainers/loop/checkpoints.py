@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from typing import Any, Callable, List, Optional, Tuple
 
 from trainers.exceptions import CheckpointError
+from trainers.layout import RunLayout, checkpoint_step
 from trainers.loop.status import CheckpointEntry, TrainingStatus
-from trainers.stats.reporter import behavior_dir_name
-
-_INDEX = re.compile(r"checkpoint-(\d+)\.index")
 
 
 def run_relative(behavior: str, prefix: str) -> str:
     """How ``training_status.json`` names a checkpoint: relative to the run folder
     (``<Behavior>/checkpoint-<step>``), so a run copied, moved or reached through another
     relative ``--results-dir`` still names its own files, and nothing else's."""
-    return os.path.join(behavior_dir_name(behavior), os.path.basename(prefix))
+    return RunLayout.run_relative(behavior, prefix)
 
 
 def checkpoint_candidates(run_dir: str, behavior: str, status: TrainingStatus) -> List[Tuple[int, str]]:
@@ -35,12 +32,13 @@ def checkpoint_candidates(run_dir: str, behavior: str, status: TrainingStatus) -
     training ran, or the run may have moved since). TensorFlow's temporary folders
     (``checkpoint-<step>_temp/``) never match.
     """
-    folder = os.path.join(run_dir, behavior_dir_name(behavior))
-    found = {os.path.join(folder, os.path.basename(c.file_path)): c.steps for c in status.get_checkpoints(behavior)}
-    for path in glob.glob(os.path.join(glob.escape(folder), "checkpoint-*.index")):
-        match = _INDEX.fullmatch(os.path.basename(path))
-        if match:
-            found[path[: -len(".index")]] = int(match.group(1))
+    layout = RunLayout(run_dir)
+    found = {layout.in_run(behavior, c.file_path): c.steps for c in status.get_checkpoints(behavior)}
+    for path in glob.glob(layout.checkpoint_index_glob(behavior)):
+        prefix = path[: -len(".index")]  # the glob ends every match with .index
+        step = checkpoint_step(os.path.basename(prefix))
+        if step is not None:
+            found[prefix] = step
     return sorted(((step, prefix) for prefix, step in found.items()), reverse=True)
 
 

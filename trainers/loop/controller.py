@@ -6,9 +6,8 @@ behavior across the env workers that answered. Where the workers are other proce
 while they step, comes the bookkeeping of the step just acted on (terminal steps close
 trajectories, decision steps credit rewards, finished trajectories go to their trainer,
 the actions join the trajectories), followed by updates, summaries and checkpoints. So
-the workers never wait for that work: `scripts/benchmark_slow_env.py`'s threaded 2-env
-run made 1,048-1,118 steps/s against 1,011-1,026 with the bookkeeping before the send
-(num_envs 2 / 1 threaded: 1.72-1.76x against 1.62-1.64x; README, "Threaded updates").
+the workers never wait for that work (`scripts/benchmark_slow_env.py` measures the gain;
+README, "Threaded updates").
 With the env in this thread nothing can overlap, so the bookkeeping simply comes before
 the step. Either way updates and inference calls come in the same order as before the
 overlap (an unthreaded run's checkpoint is byte-identical); only the observation
@@ -26,8 +25,7 @@ up already) and there are several workers: then they step **out of lockstep**
 (`EnvManager.step_some` / `wait_some`): each step acts for the workers that have answered
 (at least one; every one there by then) and sends them their actions at once, so a worker
 never idles while another finishes its step or while the acting thread runs inference for
-another (threaded CartPole with 2 envs: +10% steps/s; `scripts/benchmark_slow_env.py`'s
-threaded 2-env run: +5%; README, "Threaded updates").
+another (the steps/s it gains: README, "Threaded updates").
 """
 from __future__ import annotations
 
@@ -40,16 +38,17 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from envs.base_env import ActionTuple, DecisionSteps, behavior_ids
+from envs.base_env import ActionTuple, DecisionSteps, allowed_mask, behavior_ids
 from envs.env_manager import EnvManager, EnvStep
 from envs.exceptions import EnvInterrupted, EnvWorkerError
 from trainers.exceptions import WorkerLostError
+from trainers.layout import RunLayout
 from trainers.loop.checkpoints import run_relative
 from trainers.loop.status import CheckpointEntry, TrainingStatus
 from trainers.loop.threaded import BackgroundUpdater
 from trainers.loop.trajectory import AgentProcessor, Trajectory
 from trainers.policy import ActionInfo
-from trainers.stats.reporter import StatsAggregation, StatsReporter, behavior_dir_name
+from trainers.stats.reporter import StatsAggregation, StatsReporter
 from trainers.trainer_base import Trainer
 
 CheckpointHook = Callable[[Trainer, str], None]
@@ -108,8 +107,6 @@ class _Acted:
     info: Optional[ActionInfo] = None  # None: no agent asked for a decision
 
 
-_ALL_ALLOWED: Dict[Tuple[int, int], np.ndarray] = {}
-
 #: ML-Agents' StatsAggregationMethod (what Unity's StatsRecorder sends) -> ours; histograms
 #: are averaged.
 _ENV_STAT_AGGREGATION = {
@@ -118,19 +115,6 @@ _ENV_STAT_AGGREGATION = {
     2: StatsAggregation.SUM,
     3: StatsAggregation.MEAN,
 }
-
-
-def _masks_to_float(masks: Optional[List[np.ndarray]], n: int, branches: tuple) -> Optional[np.ndarray]:
-    """ML-Agents masks (one ``[n, size]`` bool per branch, True = unavailable) -> ``[n, sum]`` 1 = allowed."""
-    if not branches:
-        return None
-    if masks is None:
-        key = (n, sum(branches))
-        if key not in _ALL_ALLOWED:  # read-only, shared: nothing writes into mask arrays
-            _ALL_ALLOWED[key] = np.ones(key, np.float32)
-            _ALL_ALLOWED[key].setflags(write=False)
-        return _ALL_ALLOWED[key]
-    return 1.0 - np.concatenate(masks, axis=1).astype(np.float32)
 
 
 class TrainerController:
@@ -150,7 +134,8 @@ class TrainerController:
         self.training = training
         self.run_dir = run_dir
         self.status = status
-        self.status_path = os.path.join(run_dir, "run_logs", "training_status.json")
+        self.layout = RunLayout(run_dir)
+        self.status_path = self.layout.training_status
         self.on_checkpoint = on_checkpoint
         self.timers = Timers()
         self.behaviors: Dict[str, BehaviorState] = {}
@@ -161,7 +146,7 @@ class TrainerController:
                 trainer,
                 AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
-                os.path.join(run_dir, behavior_dir_name(name)),
+                self.layout.behavior_dir(name),
                 recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
                 ids=tuple(ids.get(name, (name,))),
             )
@@ -170,6 +155,8 @@ class TrainerController:
             if training and s.updates_in_thread:
                 state.updater = BackgroundUpdater(trainer)
             self.behaviors[name] = state
+            if training:  # saved with every status: trainer-export rebuilds the actor without an env
+                status.set_behavior_spec(name, trainer.spec)
         # Out of lockstep only where runs are not reproducible anyway (see the module docstring).
         self.lockstep = not (
             training and env.num_workers > 1 and any(b.updater is not None for b in self.behaviors.values())
@@ -315,7 +302,8 @@ class TrainerController:
             branches = spec.action_spec.discrete_branches
             # One copy per step: the env may reuse its observation buffers. (One worker: a
             # copy, not a concatenation of one array, which costs several times more.)
-            mask_parts = [_masks_to_float(d.action_mask, n, branches) for d, n in zip(decisions, counts)]
+            # ML-Agents' True = unavailable -> 1 = allowed; the all-allowed arrays are shared.
+            mask_parts = [allowed_mask(d.action_mask, n, branches, shared=True) for d, n in zip(decisions, counts)]
             if len(decisions) == 1:
                 done.obs = [o.copy() for o in decisions[0].obs]
                 done.masks = mask_parts[0]
@@ -408,7 +396,7 @@ class TrainerController:
         for old in dropped:
             # Inside this run's folder whatever the status says: a status copied or moved
             # with its run names paths of the run it came from.
-            trainer.delete_checkpoint(os.path.join(b.checkpoint_dir, os.path.basename(old.file_path)))
+            trainer.delete_checkpoint(self.layout.in_run(name, old.file_path))
             for ext in ("pb", "onnx"):
                 exported = self._exported_path(name, old.steps, ext)
                 if os.path.exists(exported):
@@ -424,11 +412,11 @@ class TrainerController:
         if self.on_checkpoint is None or b.trainer.step != entry.steps:
             return  # only the weights in the session can be exported
         if not os.path.exists(self._exported_path(name, entry.steps, "pb")):
-            self.on_checkpoint(b.trainer, os.path.join(b.checkpoint_dir, os.path.basename(entry.file_path)))
+            self.on_checkpoint(b.trainer, self.layout.in_run(name, entry.file_path))
 
     def _exported_path(self, name: str, step: int, ext: str) -> str:
         """``<Behavior>-<step>.<ext>`` beside the behavior's checkpoints."""
-        return os.path.join(self.behaviors[name].checkpoint_dir, f"{behavior_dir_name(name)}-{step}.{ext}")
+        return self.layout.exported(name, step, ext)
 
     def _save_status(self) -> None:
         os.makedirs(os.path.dirname(self.status_path), exist_ok=True)
@@ -451,8 +439,8 @@ class TrainerController:
                 b.stats.write_stats(b.trainer.step)
         if self.training:
             self._save_status()
-        os.makedirs(os.path.join(self.run_dir, "run_logs"), exist_ok=True)
-        with open(os.path.join(self.run_dir, "run_logs", "timers.json"), "w") as f:
+        os.makedirs(self.layout.run_logs, exist_ok=True)
+        with open(self.layout.timers, "w") as f:
             json.dump(self.timers.as_dict(), f, indent=2)
 
     # ------------------------------------------------- updates (threaded: true hooks)

@@ -1,5 +1,5 @@
-"""The run's ``run_logs/training_status.json``: per-behavior step, elapsed time, episodes
-and checkpoints, saved atomically (`TrainingStatus`)."""
+"""The run's ``run_logs/training_status.json``: per-behavior step, elapsed time, episodes,
+checkpoints and behavior spec, saved atomically (`TrainingStatus`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,63 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
+from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
 from trainers import __version__
 from trainers.exceptions import CheckpointError
 
 
 STATS_FORMAT_VERSION = "0.3"
+
+
+def spec_to_json(spec: BehaviorSpec) -> Dict[str, Any]:
+    """A behavior spec as ``training_status.json`` stores it: the fields of
+    `envs.base_env.BehaviorSpec`, by name (shapes as lists, the kind as its value)::
+
+        {"observation_specs": [{"shape": [8], "name": "obs", "kind": "vector"}],
+         "action_spec": {"continuous_size": 2, "discrete_branches": [3, 2]}}
+    """
+    return {
+        "observation_specs": [
+            {"shape": list(o.shape), "name": o.name, "kind": o.kind.value} for o in spec.observation_specs
+        ],
+        "action_spec": {
+            "continuous_size": spec.action_spec.continuous_size,
+            "discrete_branches": list(spec.action_spec.discrete_branches),
+        },
+    }
+
+
+def _sizes(value: Any, what: str, minimum: int) -> List[int]:
+    """A JSON list of integers >= ``minimum``; ValueError naming ``what`` otherwise (a bool or
+    a float is refused, so a hand-edited file cannot build a policy of another size)."""
+    if not isinstance(value, list) or not all(type(v) is int and v >= minimum for v in value):
+        raise ValueError(f"{what}: expected a list of integers >= {minimum}, got {value!r}")
+    return value
+
+
+def spec_from_json(data: Any) -> BehaviorSpec:
+    """The inverse of `spec_to_json`.
+
+    Raises:
+      ValueError, KeyError, TypeError: not a spec as `spec_to_json` writes it (the status
+        loader turns these into one `CheckpointError` line naming the file).
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("observation_specs"), list):
+        raise ValueError(f"behavior_spec: expected observation_specs and action_spec, got {data!r}")
+    observations = []
+    for o in data["observation_specs"]:
+        if not isinstance(o, dict) or not isinstance(o.get("name"), str):
+            raise ValueError(f"behavior_spec.observation_specs: expected shape, name and kind, got {o!r}")
+        shape = _sizes(o["shape"], "behavior_spec.observation_specs.shape", 1)
+        observations.append(ObservationSpec(tuple(shape), o["name"], ObservationKind(o["kind"])))
+    action = data["action_spec"]
+    if not isinstance(action, dict):
+        raise ValueError(f"behavior_spec.action_spec: expected continuous_size and discrete_branches, got {action!r}")
+    continuous = action["continuous_size"]
+    if type(continuous) is not int or continuous < 0:
+        raise ValueError(f"behavior_spec.action_spec.continuous_size: expected an integer >= 0, got {continuous!r}")
+    branches = _sizes(action["discrete_branches"], "behavior_spec.action_spec.discrete_branches", 1)
+    return BehaviorSpec(tuple(observations), ActionSpec(continuous, tuple(branches)))
 
 
 @dataclass(frozen=True)
@@ -63,6 +115,10 @@ class BehaviorStatus:
     """Kept checkpoints, oldest first."""
     final_checkpoint: Optional[CheckpointEntry] = None
     """The checkpoint saved when training ended (or was interrupted)."""
+    behavior_spec: Optional[BehaviorSpec] = None
+    """What the behavior observes and how it acts, as the env reported it when training:
+    enough to rebuild its actor without the env (``trainer-export``). None in a status
+    written before specs were recorded."""
 
 
 @dataclass
@@ -84,7 +140,13 @@ class TrainingStatus:
          "behaviors": {"CartPole": {"step": 20000, "elapsed_seconds": 41.2, "episodes": 100,
                                     "checkpoints": [{"steps": ..., "file_path": ...,
                                                      "creation_time": ..., "reward": ...}],
-                                    "final_checkpoint": null}}}
+                                    "final_checkpoint": null,
+                                    "behavior_spec": {"observation_specs": [...],
+                                                      "action_spec": {...}}}}}
+
+    ``behavior_spec`` (`spec_to_json`) is an addition that ML-Agents' readers, which ignore
+    unknown keys, and this format version's older files, which lack it, both accept: no
+    version bump. A file without it loads with no spec.
     """
 
     def __init__(self, tensorflow_version: str = "") -> None:
@@ -144,6 +206,13 @@ class TrainingStatus:
     def get_final_checkpoint(self, behavior: str) -> Optional[CheckpointEntry]:
         return self.behaviors[behavior].final_checkpoint if behavior in self.behaviors else None
 
+    def set_behavior_spec(self, behavior: str, spec: BehaviorSpec) -> None:
+        self.behavior(behavior).behavior_spec = spec
+
+    def get_behavior_spec(self, behavior: str) -> Optional[BehaviorSpec]:
+        """The behavior's recorded spec; None if unknown (an older run, or no such behavior)."""
+        return self.behaviors[behavior].behavior_spec if behavior in self.behaviors else None
+
     def to_json(self) -> Dict[str, Any]:
         return {
             "metadata": {
@@ -159,6 +228,12 @@ class TrainingStatus:
                     "checkpoints": [c.to_json() for c in status.checkpoints],
                     "final_checkpoint": (
                         status.final_checkpoint.to_json() if status.final_checkpoint else None
+                    ),
+                    # A key ML-Agents' readers ignore; absent when unknown, as in older files.
+                    **(
+                        {"behavior_spec": spec_to_json(status.behavior_spec)}
+                        if status.behavior_spec is not None
+                        else {}
                     ),
                 }
                 for name, status in self.behaviors.items()
@@ -210,6 +285,7 @@ class TrainingStatus:
             )
             for name, entry in data.get("behaviors", {}).items():
                 final = entry.get("final_checkpoint")
+                spec = entry.get("behavior_spec")
                 status.behaviors[name] = BehaviorStatus(
                     step=int(entry.get("step", 0)),
                     elapsed_seconds=float(entry.get("elapsed_seconds", 0.0)),
@@ -218,6 +294,7 @@ class TrainingStatus:
                         CheckpointEntry.from_json(c) for c in entry.get("checkpoints", [])
                     ],
                     final_checkpoint=CheckpointEntry.from_json(final) if final else None,
+                    behavior_spec=spec_from_json(spec) if spec is not None else None,
                 )
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise CheckpointError(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 from trainers.loop.trajectory import Trajectory
 
@@ -127,6 +127,3 @@ class BackgroundUpdater:
             self.trainer.process_trajectory(traj)
             self._lagged += len(traj)
         return duration
-
-    def stats(self) -> Dict[str, float]:
-        return {"version": float(self.version), "swap_seconds": self.swap_seconds}

@@ -199,11 +199,6 @@ class AgentProcessor:
                 rec.prev.append(prev_actions[j])
             rec.pending = True
 
-    def drop_worker(self, worker: int) -> None:
-        """Forgets every agent of a worker (after an env reset)."""
-        for key in [k for k in self._agents if k[0] == worker]:
-            del self._agents[key]
-
     @property
     def agent_keys(self) -> List[Hashable]:
         return list(self._agents)

@@ -13,6 +13,22 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from envs.base_env import BehaviorSpec
+from trainers.fields import (
+    ACTION_MASK,
+    ADVANTAGES,
+    CONTINUOUS_ACTION,
+    CRITIC_MEMORY,
+    DISCRETE_ACTION,
+    LOG_PROBS,
+    MASKS,
+    MEMORY,
+    PREV_ACTION,
+    RESET,
+    RETURNS,
+    VALUE_ESTIMATES,
+    obs_key,
+    signal_key,
+)
 from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, recurrent_encoding
 from trainers.reward_signals.base import FeedDict, RewardSignal
@@ -108,15 +124,13 @@ def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) ->
     (`LSTMPartner`: one batched cell, half the unrolled ops) or as its own unroll.
 
     Two unrolls are two independent chains of small ops, which TensorFlow's inter-op pool
-    runs on two cores at once; one batched chain runs on one core. Measured on the
-    2-core machine (`benchmark.py --memory`'s LSTM run, sequence_length 64, 3 alternated
-    pairs): the update took 103-120 ms a buffer as two chains on the pool, against
-    146-163 ms batched. But two unrolls are more ops, which lose wherever the ops run one
-    after another: where `AUTO_POOL`'s trial keeps the batched update in the caller's
-    thread (``config/ppo/Memory.yaml``, sequence_length 16: 1.3 ms a minibatch batched
-    there, 2.1-2.5 ms apart on the pool), in a threaded trainer's update thread, on one
-    core, and on a GPU, where the cost is the number of kernel launches (not measured
-    here: no GPU). So the unrolls run apart only where the batched update would go to the
+    runs on two cores at once; one batched chain runs on one core, and on two cores the
+    two chains made `benchmark.py --memory`'s LSTM update faster. But two unrolls are
+    more ops, which lose wherever the ops run one after another: where `AUTO_POOL`'s
+    trial keeps the batched update in the caller's thread (``config/ppo/Memory.yaml``,
+    sequence_length 16), in a threaded trainer's update thread, on one core, and on a
+    GPU, where the cost is the number of kernel launches (not measured: no GPU). Figures:
+    README, "Figures behind choices in the code". So the unrolls run apart only where the batched update would go to the
     pool untried anyway (over `FastCallable.POOL_UNTRIED_OPS` costly ops).
     """
     if settings.updates_in_thread or (os.cpu_count() or 1) < 2 or any("gpu" in d.lower() for d in devices):
@@ -189,7 +203,6 @@ class PPOOptimizer(OptimizerBase):
             # Value estimates for trajectories: the critic on the inference placeholders.
             self.critic_memory_in: Optional[tf.Tensor] = None
             self.critic_memory_out: Optional[tf.Tensor] = None
-            self._trajectory_memory_in: Optional[tf.Tensor] = None
             if policy.use_recurrent:
                 values = self._build_trajectory_values()
             else:
@@ -246,29 +259,29 @@ class PPOOptimizer(OptimizerBase):
         ph: Dict[str, tf.Tensor] = {}
         with tf.name_scope("update"):
             for i, o in enumerate(spec.observation_specs):
-                ph[f"obs_{i}"] = tf.placeholder(tf.float32, (None,) + o.shape, name=f"obs_{i}")
+                ph[obs_key(i)] = tf.placeholder(tf.float32, (None,) + o.shape, name=obs_key(i))
             a = spec.action_spec
             if a.is_continuous:
-                ph["continuous_action"] = tf.placeholder(tf.float32, [None, a.continuous_size], "continuous_action")
+                ph[CONTINUOUS_ACTION] = tf.placeholder(tf.float32, [None, a.continuous_size], CONTINUOUS_ACTION)
             if a.is_discrete:
-                ph["discrete_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "discrete_action")
-                ph["action_mask"] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], "action_mask")
-            ph["log_probs"] = tf.placeholder(tf.float32, [None], "log_probs")
-            ph["advantages"] = tf.placeholder(tf.float32, [None], "advantages")
-            ph["masks"] = tf.placeholder(tf.float32, [None], "masks")
+                ph[DISCRETE_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], DISCRETE_ACTION)
+                ph[ACTION_MASK] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], ACTION_MASK)
+            ph[LOG_PROBS] = tf.placeholder(tf.float32, [None], LOG_PROBS)
+            ph[ADVANTAGES] = tf.placeholder(tf.float32, [None], ADVANTAGES)
+            ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
             if self.policy.use_recurrent:
                 m = self.policy.memory_size
                 # Per row (packed sequences): the memories each step acted from, used at
                 # sequence starts and where ``reset`` marks a trajectory start.
-                ph["memory"] = tf.placeholder(tf.float32, [None, m], "memory")
-                ph["reset"] = tf.placeholder(tf.float32, [None], "reset")
+                ph[MEMORY] = tf.placeholder(tf.float32, [None, m], MEMORY)
+                ph[RESET] = tf.placeholder(tf.float32, [None], RESET)
                 if a.is_discrete:
-                    ph["prev_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "prev_action")
+                    ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
                 if not self.hyperparameters.shared_critic:
-                    ph["critic_memory"] = tf.placeholder(tf.float32, [None, m], "critic_memory")
+                    ph[CRITIC_MEMORY] = tf.placeholder(tf.float32, [None, m], CRITIC_MEMORY)
             for s in self.signals:
-                ph[f"{s}_returns"] = tf.placeholder(tf.float32, [None], f"{s}_returns")
-                ph[f"{s}_value_estimates"] = tf.placeholder(tf.float32, [None], f"{s}_value_estimates")
+                ph[signal_key(s, RETURNS)] = tf.placeholder(tf.float32, [None], signal_key(s, RETURNS))
+                ph[signal_key(s, VALUE_ESTIMATES)] = tf.placeholder(tf.float32, [None], signal_key(s, VALUE_ESTIMATES))
             # Fields only reward signals read, one shared placeholder each.
             add_signal_field_placeholders(ph, self.signals, spec)
         return ph
@@ -278,42 +291,42 @@ class PPOOptimizer(OptimizerBase):
         policy = self.policy
         spec = policy.spec
         network = self.settings.network_settings
-        obs = [shard[f"obs_{i}"] for i in range(len(spec.observation_specs))]
-        mask = shard["masks"]
+        obs = [shard[obs_key(i)] for i in range(len(spec.observation_specs))]
+        mask = shard[MASKS]
         partner = None
         if self.uses_critic_memory and critic_lstm_with_actor(self.settings, self.devices):
             # The critic's LSTM steps in the actor's LSTM ops (`LSTMPartner`): the same
             # variables and results as `build_recurrent_critic`, half the unrolled ops.
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 critic_encoding = build_body(obs, spec.observation_specs, network, policy.normalizers, "encoder")
-                partner = LSTMPartner(critic_encoding, shard["critic_memory"], network.memory.memory_size, "lstm")
+                partner = LSTMPartner(critic_encoding, shard[CRITIC_MEMORY], network.memory.memory_size, "lstm")
         actor: ActorTensors = build_actor(
-            obs, shard.get("action_mask"), spec, network, policy.normalizers,
-            memory_in=shard.get("memory"), sequence_length=policy.sequence_length,
-            prev_action=shard.get("prev_action"), reset=shard.get("reset"), lstm_partner=partner,
+            obs, shard.get(ACTION_MASK), spec, network, policy.normalizers,
+            memory_in=shard.get(MEMORY), sequence_length=policy.sequence_length,
+            prev_action=shard.get(PREV_ACTION), reset=shard.get(RESET), lstm_partner=partner,
         )
         if partner is not None:
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 values = value_heads(partner.output, list(self.signals))
         elif self.uses_critic_memory:  # its own unroll (`critic_lstm_with_actor`)
             values, _ = build_recurrent_critic(
-                obs, spec, network, policy.normalizers, list(self.signals), shard["critic_memory"],
-                policy.sequence_length, reset=shard.get("reset"),
+                obs, spec, network, policy.normalizers, list(self.signals), shard[CRITIC_MEMORY],
+                policy.sequence_length, reset=shard.get(RESET),
             )
         else:
             shared = actor.encoding if self.hyperparameters.shared_critic else None
             values = build_critic(obs, spec, network, policy.normalizers, list(self.signals), shared)
         eps = self.epsilon
 
-        log_prob = actor.log_prob(shard.get("continuous_action"), shard.get("discrete_action"))
-        ratio = tf.exp(log_prob - shard["log_probs"])
-        adv = shard["advantages"]
+        log_prob = actor.log_prob(shard.get(CONTINUOUS_ACTION), shard.get(DISCRETE_ACTION))
+        ratio = tf.exp(log_prob - shard[LOG_PROBS])
+        adv = shard[ADVANTAGES]
         surrogate = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * adv)
         policy_loss = -masked_mean(surrogate, mask)
 
         value_losses = []
         for s, v in values.items():
-            old_v, ret = shard[f"{s}_value_estimates"], shard[f"{s}_returns"]
+            old_v, ret = shard[signal_key(s, VALUE_ESTIMATES)], shard[signal_key(s, RETURNS)]
             per_row = tf.square(ret - v)
             if self.hyperparameters.clip_value_loss:
                 v_clipped = old_v + tf.clip_by_value(v - old_v, -eps, eps)
@@ -327,7 +340,7 @@ class PPOOptimizer(OptimizerBase):
             "policy_loss": policy_loss,
             "value_loss": value_loss,
             "entropy": entropy,
-            "approx_kl": masked_mean(0.5 * tf.square(log_prob - shard["log_probs"]), mask),
+            "approx_kl": masked_mean(0.5 * tf.square(log_prob - shard[LOG_PROBS]), mask),
             "clip_fraction": masked_mean(tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32), mask),
         }
         losses = {"ppo": loss}
@@ -451,8 +464,8 @@ class PPOOptimizer(OptimizerBase):
                 targets=[self._update_op],
                 # A threaded trainer's update has a thread of its own: running its ops
                 # there leaves the other core to the envs and inference, which is what
-                # threading is for (benchmark_slow_env.py, 512x2 PPO, 2 envs: 1066-1191
-                # steps/s threaded this way, 994-1028 with the pool).
+                # threading is for (benchmark_slow_env.py's steps/s: README, "Figures
+                # behind choices in the code").
                 pool=CALLER_THREAD if self.settings.updates_in_thread else AUTO_POOL,
             )
         out = self._update_fn(*self._feeds(minibatch, step, extra_feed))

@@ -13,6 +13,22 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
 from trainers.buffer import AgentBuffer, get_gae
+from trainers.fields import (
+    ADVANTAGE,
+    ADVANTAGES,
+    CRITIC_MEMORY,
+    LOG_PROBS,
+    MASKS,
+    MEMORY,
+    PREV_ACTION,
+    RESET,
+    RETURNS,
+    REWARDS,
+    VALUE_ESTIMATES,
+    next_obs_key,
+    obs_key,
+    signal_key,
+)
 from trainers.ppo.optimizer import PPOOptimizer
 from trainers.optimizer_common import prepare_signal_feeds
 from trainers.settings import PPOSettings, TrainerSettings
@@ -86,12 +102,13 @@ class PPOTrainer(Trainer):
             obs_all, traj.agent, traj.done, traj.memory, prev_all
         )
         fields = self.step_fields(traj)
-        fields.update({f"obs_{i}": o for i, o in enumerate(traj.obs)})
-        fields["log_probs"] = traj.log_probs
-        fields["masks"] = np.ones(n, np.float32)
-        if any(k.startswith("next_obs_") for k in self.optimizer.placeholders):
+        fields.update({obs_key(i): o for i, o in enumerate(traj.obs)})
+        fields[LOG_PROBS] = traj.log_probs
+        fields[MASKS] = np.ones(n, np.float32)
+        # Only when a reward signal reads them (curiosity): PPO's own losses never do.
+        if self.optimizer.needs_next_obs:
             for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
-                fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
+                fields[next_obs_key(i)] = np.concatenate([o[1:], nxt], axis=0)
         total_adv = np.zeros(n, np.float32)
         reward_sums: Dict[str, float] = {}
         for name, signal in self.signals.items():
@@ -100,24 +117,24 @@ class PPOTrainer(Trainer):
             terminal = traj.done and not traj.interrupted and signal.use_terminal_states
             v_next = 0.0 if terminal else float(values[name][-1])
             adv = get_gae(rewards, v, v_next, signal.gamma, hp.lambd)
-            fields[f"{name}_rewards"] = rewards
-            fields[f"{name}_value_estimates"] = v
-            fields[f"{name}_returns"] = adv + v  # lambda-returns: the value targets
-            fields[f"{name}_advantage"] = adv
+            fields[signal_key(name, REWARDS)] = rewards
+            fields[signal_key(name, VALUE_ESTIMATES)] = v
+            fields[signal_key(name, RETURNS)] = adv + v  # lambda-returns: the value targets
+            fields[signal_key(name, ADVANTAGE)] = adv
             total_adv += adv
             reward_sums[name] = float(rewards.sum())
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
-        fields["advantages"] = total_adv
+        fields[ADVANTAGES] = total_adv
         if recurrent:
-            fields["memory"] = traj.memory
+            fields[MEMORY] = traj.memory
             if traj.prev_action is not None:
-                fields["prev_action"] = traj.prev_action
+                fields[PREV_ACTION] = traj.prev_action
             if critic_memory is not None:
-                fields["critic_memory"] = critic_memory
+                fields[CRITIC_MEMORY] = critic_memory
             # Packed, not padded (trainers/buffer.py): the update restarts the LSTMs from
             # the stored memories here.
-            fields["reset"] = np.zeros(n, np.float32)
-            fields["reset"][0] = 1.0
+            fields[RESET] = np.zeros(n, np.float32)
+            fields[RESET][0] = 1.0
         self.buffer.add_fields(fields)
         self.add_signal_returns(traj, reward_sums)
 
@@ -138,19 +155,19 @@ class PPOTrainer(Trainer):
         # Recurrent: the packed trajectories' last sequence is padded (masks 0) to whole
         # sequences; buffer_size counted real rows (trainers/buffer.py).
         self.buffer.pad_to_sequences(self.policy.sequence_length)
-        adv = self.buffer["advantages"]
-        # Normalised over the whole update buffer (FACTS section 2), real rows only (LSTM
-        # padding rows have mask 0 and stay 0).
-        valid = self.buffer["masks"] > 0
+        adv = self.buffer[ADVANTAGES]
+        # Normalised over the whole update buffer (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era),
+        # real rows only (LSTM padding rows have mask 0 and stay 0).
+        valid = self.buffer[MASKS] > 0
         mean, std = adv[valid].mean(), adv[valid].std()
-        self.buffer["advantages"] = np.where(valid, (adv - mean) / (std + 1e-10), 0.0).astype(np.float32)
+        self.buffer[ADVANTAGES] = np.where(valid, (adv - mean) / (std + 1e-10), 0.0).astype(np.float32)
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
         self.policy.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
-                feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch["masks"]))
+                feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch[MASKS]))
                 run_update = self.optimizer.update_separately if self.separate_signal_updates else self.optimizer.update
                 for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
@@ -160,7 +177,8 @@ class PPOTrainer(Trainer):
         self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
         if self.bc is not None:
-            # A separate pass after the PPO epochs, with its own runs (FACTS section 2).
+            # A separate pass after the PPO epochs, with its own runs
+            # (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era).
             averaged["pretraining_loss"] = self.bc.update(self.step)
         self.report_update(averaged, UPDATE_TAGS)
         return averaged

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from envs.base_env import ActionSpec, BehaviorSpec
+from trainers.fields import CONTINUOUS_ACTION, DISCRETE_ACTION
 from trainers.settings import NetworkSettings
 from trainers.tf import tf
 from trainers.tf.distributions import env_continuous
@@ -65,12 +66,12 @@ def action_placeholders(action_spec: ActionSpec, prefix: str) -> Dict[str, tf.Te
     """``continuous_action`` ``[None, c]`` float32 and/or ``discrete_action`` ``[None, b]`` int32."""
     out: Dict[str, tf.Tensor] = {}
     if action_spec.is_continuous:
-        out["continuous_action"] = tf.placeholder(
-            tf.float32, [None, action_spec.continuous_size], name=f"{prefix}_continuous_action"
+        out[CONTINUOUS_ACTION] = tf.placeholder(
+            tf.float32, [None, action_spec.continuous_size], name=f"{prefix}_{CONTINUOUS_ACTION}"
         )
     if action_spec.is_discrete:
-        out["discrete_action"] = tf.placeholder(
-            tf.int32, [None, action_spec.discrete_size], name=f"{prefix}_discrete_action"
+        out[DISCRETE_ACTION] = tf.placeholder(
+            tf.int32, [None, action_spec.discrete_size], name=f"{prefix}_{DISCRETE_ACTION}"
         )
     return out
 
@@ -105,8 +106,3 @@ def action_features(
         assert discrete is not None
         parts.append(one_hot_branches(discrete, action_spec.discrete_branches))
     return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
-
-
-def safe_mean(x: tf.Tensor) -> tf.Tensor:
-    """Mean of ``x`` ``[B]``; 0 for an empty tower (``reduce_mean`` would give NaN)."""
-    return tf.reduce_sum(x) / tf.maximum(tf.cast(tf.shape(x)[0], x.dtype), 1.0)

@@ -58,8 +58,15 @@ class RewardSignal(ABC):
         """Capitalised name used in TensorBoard tags (``Extrinsic``, ``GAIL``)."""
         return self.name.capitalize() if self.name != "gail" else "GAIL"
 
-    #: Whether value targets stop at a true terminal state (curiosity: no, FACTS section 2).
+    #: Whether value targets stop at a true terminal state (curiosity: no,
+    #: docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era).
     use_terminal_states: bool = True
+
+    #: Whether the signal reads the next observations (``next_obs_<i>``, `trainers.fields`)
+    #: in `evaluate` and in its tower (curiosity's forward and inverse models). The PPO
+    #: trainer stores them only when a signal says so; a signal listing them in
+    #: `update_fields` without it is refused when the optimizer is built.
+    uses_next_obs: bool = False
 
     # Training graph (signals without a network keep the defaults). The optimizer calls
     # these inside the policy's graph, in this order: update_fields, batch_placeholders

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from trainers.fields import CONTINUOUS_ACTION, DISCRETE_ACTION, MASKS, NEXT_OBS, OBS, next_obs_key, obs_key
 from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, signal_network
 from trainers.reward_signals.base import RewardSignal, SignalTower
 from trainers.settings import CuriositySettings
@@ -61,6 +62,7 @@ class CuriosityRewardSignal(RewardSignal):
     """The ``curiosity`` reward signal."""
 
     use_terminal_states = False
+    uses_next_obs = True  # s' feeds the forward and inverse models
 
     def __init__(self, name: str, settings: CuriositySettings, policy: "Policy", seed: int = 0) -> None:
         super().__init__(name, settings, policy, seed)
@@ -75,14 +77,14 @@ class CuriosityRewardSignal(RewardSignal):
             self._optimizer = tf.train.AdamOptimizer(settings.learning_rate, name=f"{name}_adam")
             # An inference copy on its own placeholders, for `evaluate` (shares the weights).
             with tf.name_scope(f"{name}_evaluate"):
-                self._obs = obs_placeholders(spec, "obs")
-                self._next_obs = obs_placeholders(spec, "next_obs")
+                self._obs = obs_placeholders(spec, OBS)
+                self._next_obs = obs_placeholders(spec, NEXT_OBS)
                 self._actions = action_placeholders(spec.action_spec, "eval")
                 icm = self._build(
                     self._obs,
                     self._next_obs,
-                    self._actions.get("continuous_action"),
-                    self._actions.get("discrete_action"),
+                    self._actions.get(CONTINUOUS_ACTION),
+                    self._actions.get(DISCRETE_ACTION),
                 )
                 self._reward = tf.clip_by_value(self.strength * icm.forward_error, 0.0, 1.0)
         self._feed_list: List[tf.Tensor] = self._obs + self._next_obs + list(self._actions.values())
@@ -135,19 +137,19 @@ class CuriosityRewardSignal(RewardSignal):
         return ICMTensors(forward_error, inverse_error)
 
     def update_fields(self) -> Sequence[str]:
-        return tuple(f"next_obs_{i}" for i in range(self._num_obs))
+        return tuple(next_obs_key(i) for i in range(self._num_obs))
 
     def optimizer_group(self) -> Optional[OptimizerGroup]:
         return OptimizerGroup(self.name, self._optimizer, (self.name + "/",))
 
     def build_tower(self, shard: Mapping[str, tf.Tensor]) -> Optional[SignalTower]:
         icm = self._build(
-            [shard[f"obs_{i}"] for i in range(self._num_obs)],
-            [shard[f"next_obs_{i}"] for i in range(self._num_obs)],
-            shard.get("continuous_action"),
-            shard.get("discrete_action"),
+            [shard[obs_key(i)] for i in range(self._num_obs)],
+            [shard[next_obs_key(i)] for i in range(self._num_obs)],
+            shard.get(CONTINUOUS_ACTION),
+            shard.get(DISCRETE_ACTION),
         )
-        mask = shard["masks"]
+        mask = shard[MASKS]
         forward_loss = masked_mean(icm.forward_error, mask)
         inverse_loss = masked_mean(icm.inverse_error, mask)
         loss = LOSS_SCALE * (FORWARD_WEIGHT * forward_loss + INVERSE_WEIGHT * inverse_loss)
@@ -163,12 +165,12 @@ class CuriosityRewardSignal(RewardSignal):
     # ---------------------------------------------------------------- running
 
     def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
-        n = len(fields["obs_0"])
+        n = len(fields[obs_key(0)])
         if not has_updated:
             return np.zeros(n, np.float32)
         if self._evaluate_fn is None:
             self._evaluate_fn = FastCallable(self.policy.session, [self._reward], self._feed_list)
-        feeds = [fields[f"obs_{i}"] for i in range(self._num_obs)]
-        feeds += [fields[f"next_obs_{i}"] for i in range(self._num_obs)]
+        feeds = [fields[obs_key(i)] for i in range(self._num_obs)]
+        feeds += [fields[next_obs_key(i)] for i in range(self._num_obs)]
         feeds += [fields[key] for key in self._actions]
         return np.asarray(self._evaluate_fn(*feeds)[0], np.float32)

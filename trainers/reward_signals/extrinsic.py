@@ -5,9 +5,10 @@ from typing import Mapping
 
 import numpy as np
 
+from trainers.fields import ENVIRONMENT_REWARDS
 from trainers.reward_signals.base import RewardSignal
 
 
 class ExtrinsicRewardSignal(RewardSignal):
     def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
-        return (fields["environment_rewards"] * self.strength).astype(np.float32)
+        return (fields[ENVIRONMENT_REWARDS] * self.strength).astype(np.float32)

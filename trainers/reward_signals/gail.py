@@ -44,9 +44,8 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from envs.base_env import BehaviorSpec
-from envs.demo import check_demo_spec, load_demonstration
-from envs.exceptions import DemoError
+from trainers.expert import load_expert_data
+from trainers.fields import ACTIONS, CONTINUOUS_ACTION, DISCRETE_ACTION, DONE, MASKS, OBS, obs_key
 from trainers.reward_signals._features import (
     action_features,
     action_placeholders,
@@ -73,54 +72,6 @@ Z_SIZE = 128
 VAIL_ALPHA = 0.0005
 TARGET_MUTUAL_INFORMATION = 0.5
 BETA_VARIABLE = "gail_beta"
-
-
-@dataclass(frozen=True)
-class ExpertData:
-    """The demonstration's rows as the discriminator reads them.
-
-    Attributes:
-        obs: one ``[T, *shape_i]`` float32 array per observation.
-        continuous_action: ``[T, c]`` float32, environment space ([-1, 1]).
-        discrete_action: ``[T, b]`` int32.
-        done: ``[T]`` float32, 1 where the episode ended after the row's action.
-        action_mask: ``[T, sum(branches)]`` float32, 1 = allowed (all ones when the file
-            has no masks).
-    """
-
-    obs: List[np.ndarray]
-    continuous_action: np.ndarray
-    discrete_action: np.ndarray
-    done: np.ndarray
-    action_mask: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.done.shape[0])
-
-
-def load_expert_data(path: str, behavior_name: str, spec: BehaviorSpec) -> ExpertData:
-    """Reads ``path`` (a .demo file or a directory of them) and checks it against the
-    behavior's spec.
-
-    Raises:
-        DemoError: unreadable demo, a spec mismatch, or no rows.
-    """
-    demo = load_demonstration(path)
-    check_demo_spec(demo, behavior_name, spec)
-    if len(demo) == 0:
-        raise DemoError(f"{path}: the demonstration holds no steps")
-    width = sum(spec.action_spec.discrete_branches)
-    if demo.action_masks is None:
-        mask = np.ones((len(demo), width), np.float32)
-    else:  # the file's True means "unavailable"
-        mask = 1.0 - np.asarray(demo.action_masks, np.float32).reshape(len(demo), width)
-    return ExpertData(
-        [np.asarray(o, np.float32) for o in demo.obs],
-        np.asarray(demo.continuous_actions, np.float32),
-        np.asarray(demo.discrete_actions, np.int32),
-        np.asarray(demo.done, np.float32),
-        mask,
-    )
 
 
 @dataclass(frozen=True)
@@ -163,12 +114,12 @@ class GAILRewardSignal(RewardSignal):
                     BETA_VARIABLE, [], tf.float32, tf.constant_initializer(1.0), trainable=False
                 )
             with tf.name_scope(f"{name}_expert"):
-                self._expert_obs = obs_placeholders(spec, "obs")
+                self._expert_obs = obs_placeholders(spec, OBS)
                 self._expert_actions = (
                     action_placeholders(spec.action_spec, "expert") if settings.use_actions else {}
                 )
                 self._expert_done: Optional[tf.Tensor] = (
-                    tf.placeholder(tf.float32, [None], name="done") if settings.use_actions else None
+                    tf.placeholder(tf.float32, [None], name=DONE) if settings.use_actions else None
                 )
             # The update's randomness is fed, drawn in prepare_update from the signal's own
             # generator: row i of the minibatch gets the same interpolation weight and the
@@ -183,14 +134,14 @@ class GAILRewardSignal(RewardSignal):
                         for side in ("policy", "expert")
                     }
             with tf.name_scope(f"{name}_evaluate"):
-                self._obs = obs_placeholders(spec, "obs")
+                self._obs = obs_placeholders(spec, OBS)
                 self._actions = action_placeholders(spec.action_spec, "eval") if settings.use_actions else {}
-                self._done = tf.placeholder(tf.float32, [None], name="done") if settings.use_actions else None
+                self._done = tf.placeholder(tf.float32, [None], name=DONE) if settings.use_actions else None
                 features = self._policy_features(self._actions, self._done)
                 d = self._discriminate(self._obs, features, z_noise=None)
                 self._reward = -tf.log(1.0 - d.estimate + REWARD_EPSILON) * self.strength
-        done_key = ["done"] if settings.use_actions else []
-        self._feed_keys: List[str] = [f"obs_{i}" for i in range(self._num_obs)] + list(self._actions) + done_key
+        done_key = [DONE] if settings.use_actions else []
+        self._feed_keys: List[str] = [obs_key(i) for i in range(self._num_obs)] + list(self._actions) + done_key
         self._feed_list: List[tf.Tensor] = (
             self._obs + list(self._actions.values()) + ([self._done] if self._done is not None else [])
         )
@@ -206,7 +157,7 @@ class GAILRewardSignal(RewardSignal):
             return None
         assert done is not None
         act = action_features(
-            self._action_spec, actions.get("continuous_action"), actions.get("discrete_action"), raw_continuous,
+            self._action_spec, actions.get(CONTINUOUS_ACTION), actions.get(DISCRETE_ACTION), raw_continuous,
             squashed=self.policy.squashed,
         )
         return tf.concat([act, done[:, None]], axis=1)
@@ -251,7 +202,7 @@ class GAILRewardSignal(RewardSignal):
         return DiscriminatorTensors(logit, tf.nn.sigmoid(logit), kl)
 
     def update_fields(self) -> Sequence[str]:
-        return ("done",) if self.settings.use_actions else ()
+        return (DONE,) if self.settings.use_actions else ()
 
     def batch_placeholders(self) -> Mapping[str, tf.Tensor]:
         out: Dict[str, tf.Tensor] = {
@@ -268,11 +219,11 @@ class GAILRewardSignal(RewardSignal):
         return OptimizerGroup(self.name, self._optimizer, (self.name + "/",))
 
     def build_tower(self, shard: Mapping[str, tf.Tensor]) -> Optional[SignalTower]:
-        mask = shard["masks"]
-        policy_obs = [shard[f"obs_{i}"] for i in range(self._num_obs)]
+        mask = shard[MASKS]
+        policy_obs = [shard[obs_key(i)] for i in range(self._num_obs)]
         expert_obs = [shard[f"{self.name}_expert_obs_{i}"] for i in range(self._num_obs)]
         policy_act = self._policy_features(
-            {k: shard[k] for k in ("continuous_action", "discrete_action") if k in shard}, shard.get("done")
+            {k: shard[k] for k in ACTIONS if k in shard}, shard.get(DONE)
         )
         expert_act = self._expert_features(
             {k: shard[f"{self.name}_expert_{k}"] for k in self._expert_actions},
@@ -358,16 +309,16 @@ class GAILRewardSignal(RewardSignal):
         """An expert minibatch as large as the policy minibatch, the gradient penalty's
         interpolation weights and VAIL's noise. Touches no state but the signal's
         generator."""
-        n = len(minibatch["masks"])
+        n = len(minibatch[MASKS])
         idx = self.sample_expert_rows(n)
         feed: FeedDict = {ph: self.expert.obs[i][idx] for i, ph in enumerate(self._expert_obs)}
         feed[self._mix] = self._rng.uniform(size=n).astype(np.float32)
         for ph in self._z_noise.values():
             feed[ph] = self._rng.standard_normal((n, Z_SIZE)).astype(np.float32)
-        if "continuous_action" in self._expert_actions:
-            feed[self._expert_actions["continuous_action"]] = self.expert.continuous_action[idx]
-        if "discrete_action" in self._expert_actions:
-            feed[self._expert_actions["discrete_action"]] = self.expert.discrete_action[idx]
+        if CONTINUOUS_ACTION in self._expert_actions:
+            feed[self._expert_actions[CONTINUOUS_ACTION]] = self.expert.continuous_action[idx]
+        if DISCRETE_ACTION in self._expert_actions:
+            feed[self._expert_actions[DISCRETE_ACTION]] = self.expert.discrete_action[idx]
         if self._expert_done is not None:
             feed[self._expert_done] = self.expert.done[idx]
         return feed
@@ -387,7 +338,7 @@ class GAILRewardSignal(RewardSignal):
 
     def evaluate(self, fields: Mapping[str, np.ndarray], has_updated: bool) -> np.ndarray:
         if not has_updated:  # TF release_1's gate: an untrained D's score is noise
-            return np.zeros(len(fields["obs_0"]), np.float32)
+            return np.zeros(len(fields[obs_key(0)]), np.float32)
         if self._evaluate_fn is None:
             self._evaluate_fn = FastCallable(self.policy.session, [self._reward], self._feed_list)
         return np.asarray(self._evaluate_fn(*[fields[k] for k in self._feed_keys])[0], np.float32)

@@ -43,6 +43,18 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from envs.base_env import BehaviorSpec
+from trainers.fields import (
+    ACTION_MASK,
+    CONTINUOUS_ACTION,
+    DISCRETE_ACTION,
+    MASKS,
+    REWARDS,
+    SAC_NOISE,
+    TERMINAL,
+    next_obs_key,
+    obs_key,
+    signal_key,
+)
 from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
 from trainers.reward_signals.base import FeedDict, RewardSignal
@@ -207,21 +219,21 @@ class SACOptimizer(OptimizerBase):
         ph: Dict[str, tf.Tensor] = {}
         with tf.name_scope("sac_update"):
             for i, o in enumerate(spec.observation_specs):
-                ph[f"obs_{i}"] = tf.placeholder(tf.float32, (None,) + o.shape, name=f"obs_{i}")
+                ph[obs_key(i)] = tf.placeholder(tf.float32, (None,) + o.shape, name=obs_key(i))
             for i, o in enumerate(spec.observation_specs):
-                ph[f"next_obs_{i}"] = tf.placeholder(tf.float32, (None,) + o.shape, name=f"next_obs_{i}")
+                ph[next_obs_key(i)] = tf.placeholder(tf.float32, (None,) + o.shape, name=next_obs_key(i))
             a = spec.action_spec
             if a.is_continuous:
-                ph["continuous_action"] = tf.placeholder(tf.float32, [None, a.continuous_size], "continuous_action")
+                ph[CONTINUOUS_ACTION] = tf.placeholder(tf.float32, [None, a.continuous_size], CONTINUOUS_ACTION)
                 # The reparameterised sample's noise, fed, so N towers match 1 tower.
-                ph["sac_noise"] = tf.placeholder(tf.float32, [None, a.continuous_size], "sac_noise")
+                ph[SAC_NOISE] = tf.placeholder(tf.float32, [None, a.continuous_size], SAC_NOISE)
             if a.is_discrete:
-                ph["discrete_action"] = tf.placeholder(tf.int32, [None, a.discrete_size], "discrete_action")
-                ph["action_mask"] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], "action_mask")
-            ph["masks"] = tf.placeholder(tf.float32, [None], "masks")
-            ph["terminal"] = tf.placeholder(tf.float32, [None], "terminal")
+                ph[DISCRETE_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], DISCRETE_ACTION)
+                ph[ACTION_MASK] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], ACTION_MASK)
+            ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
+            ph[TERMINAL] = tf.placeholder(tf.float32, [None], TERMINAL)
             for s in self.signals:
-                ph[f"{s}_rewards"] = tf.placeholder(tf.float32, [None], f"{s}_rewards")
+                ph[signal_key(s, REWARDS)] = tf.placeholder(tf.float32, [None], signal_key(s, REWARDS))
             add_signal_field_placeholders(ph, self.signals, spec)
         return ph
 
@@ -254,11 +266,11 @@ class SACOptimizer(OptimizerBase):
         norms = policy.normalizers
         signal_names = list(self.signals)
         n_obs = len(spec.observation_specs)
-        obs = [shard[f"obs_{i}"] for i in range(n_obs)]
-        next_obs = [shard[f"next_obs_{i}"] for i in range(n_obs)]
-        mask = shard["masks"]
+        obs = [shard[obs_key(i)] for i in range(n_obs)]
+        next_obs = [shard[next_obs_key(i)] for i in range(n_obs)]
+        mask = shard[MASKS]
         actor: ActorTensors = build_actor(
-            obs, shard.get("action_mask"), spec, network, norms, squashed=True, noise=shard.get("sac_noise")
+            obs, shard.get(ACTION_MASK), spec, network, norms, squashed=True, noise=shard.get(SAC_NOISE)
         )
 
         # The policy's entropy term H(s) [B] (alpha held constant) and its raw log-probs.
@@ -297,13 +309,13 @@ class SACOptimizer(OptimizerBase):
 
         # Q on the replayed actions and on the policy's sample: two passes (one pass of 2B
         # rows costs the same forward but twice the backward: each loss reads one half).
-        discrete_action = shard.get("discrete_action")
+        discrete_action = shard.get(DISCRETE_ACTION)
 
         def q_net(scope: str, action: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
             return build_state_network(scope, obs, spec, network, norms, signal_names, self._q_outputs, action)
 
         if sampled is not None:
-            data_action, pi_action = tf.tanh(shard["continuous_action"]), tf.tanh(sampled)
+            data_action, pi_action = tf.tanh(shard[CONTINUOUS_ACTION]), tf.tanh(sampled)
             q1_data, q2_data = q_net(Q1_SCOPE, data_action), q_net(Q2_SCOPE, data_action)
             q1_pi, q2_pi = q_net(Q1_SCOPE, pi_action), q_net(Q2_SCOPE, pi_action)
         else:
@@ -314,8 +326,8 @@ class SACOptimizer(OptimizerBase):
 
         q1_losses, q2_losses, value_losses, policy_q = [], [], [], []
         for s in signal_names:
-            keep = 1.0 - shard["terminal"] * (1.0 if self.signals[s].use_terminal_states else 0.0)
-            backup = tf.stop_gradient(shard[f"{s}_rewards"] + self.signals[s].gamma * keep * target_next[s][:, 0])
+            keep = 1.0 - shard[TERMINAL] * (1.0 if self.signals[s].use_terminal_states else 0.0)
+            backup = tf.stop_gradient(shard[signal_key(s, REWARDS)] + self.signals[s].gamma * keep * target_next[s][:, 0])
             q1_losses.append(0.5 * masked_mean(tf.square(self._q_taken(q1_data[s], discrete_action) - backup), mask))
             q2_losses.append(0.5 * masked_mean(tf.square(self._q_taken(q2_data[s], discrete_action) - backup), mask))
             min_q = self._q_expected(tf.minimum(q1_pi[s], q2_pi[s]), probs)

@@ -21,8 +21,7 @@ import numpy as np
 
 from trainers.buffer import pad_front
 from trainers.exceptions import ConfigError
-
-MASKS = "masks"
+from trainers.fields import MASKS
 
 
 def available_memory() -> Optional[int]:

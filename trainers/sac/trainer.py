@@ -26,7 +26,9 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.exceptions import CheckpointError, ConfigError
+from trainers.exceptions import CheckpointError
+from trainers.layout import REPLAY_BUFFER_FILE
+from trainers.fields import REWARDS, SAC_NOISE, TERMINAL, next_obs_key, obs_key, signal_key
 from trainers.optimizer_common import prepare_signal_feeds
 from trainers.sac.optimizer import SACOptimizer
 from trainers.sac.replay import ReplayBuffer
@@ -35,7 +37,7 @@ from trainers.stats import StatsReporter
 from trainers.trainer_base import Trainer
 from trainers.trajectory import Trajectory
 
-REPLAY_FILE = "replay_buffer.npz"
+REPLAY_FILE = REPLAY_BUFFER_FILE  # the file's name is trainers.layout's; kept here for importers
 
 # Update statistics -> the TensorBoard tags ML-Agents users read.
 UPDATE_TAGS = {
@@ -64,11 +66,7 @@ class SACTrainer(Trainer):
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
     ) -> None:
-        if settings.network_settings.memory is not None:
-            raise ConfigError(
-                f"behaviors.{behavior_name}.network_settings.memory: recurrent SAC (LSTM) is not "
-                "supported yet; remove the memory section or use trainer_type: ppo"
-            )
+        # Recurrent SAC is refused when the config loads (TrainerSettings, TRAINER_KINDS).
         super().__init__(behavior_name, spec, settings, stats, seed, devices, cpu_only)
         hp = settings.hyperparameters
         assert isinstance(hp, SACSettings)
@@ -96,11 +94,11 @@ class SACTrainer(Trainer):
         n = len(traj)
         fields = self.step_fields(traj)
         for i, (o, nxt) in enumerate(zip(traj.obs, traj.next_obs)):
-            fields[f"obs_{i}"] = o
-            fields[f"next_obs_{i}"] = np.concatenate([o[1:], nxt], axis=0)
+            fields[obs_key(i)] = o
+            fields[next_obs_key(i)] = np.concatenate([o[1:], nxt], axis=0)
         # Q targets stop only at true terminal states (not at time limits).
-        fields["terminal"] = np.zeros(n, np.float32)
-        fields["terminal"][-1] = float(traj.done and not traj.interrupted)
+        fields[TERMINAL] = np.zeros(n, np.float32)
+        fields[TERMINAL][-1] = float(traj.done and not traj.interrupted)
         return fields
 
     def process_trajectory(self, traj: Trajectory) -> None:
@@ -140,11 +138,11 @@ class SACTrainer(Trainer):
         while self._due(self.update_steps, hp.steps_per_update):
             batch = self.replay.sample(hp.batch_size, self.rng)
             if self.spec.action_spec.is_continuous:
-                batch["sac_noise"] = self.rng.standard_normal(
+                batch[SAC_NOISE] = self.rng.standard_normal(
                     (hp.batch_size, self.spec.action_spec.continuous_size), dtype=np.float32
                 )
             for name, signal in self.signals.items():
-                batch[f"{name}_rewards"] = signal.evaluate(batch, self.has_updated)
+                batch[signal_key(name, REWARDS)] = signal.evaluate(batch, self.has_updated)
             with_signals = bool(self._learned_signals or self.bc is not None) and self._due(
                 self.reward_signal_update_steps, rs_steps
             )

@@ -9,8 +9,9 @@ own TFRecord framing (`trainers.stats._tfrecord`), so that this package stays im
 without TensorFlow.
 
 Modules: `reporter` (StatsReporter, StatsAggregation, StatsSummary, the StatsWriter
-interface, behavior_dir_name), `writers` (ConsoleWriter, TensorboardWriter, CSVWriter),
-`_tfrecord` (the TFRecord/event-file framing).
+interface), `writers` (ConsoleWriter, TensorboardWriter, CSVWriter),
+`_tfrecord` (the TFRecord/event-file framing). `behavior_dir_name` is `trainers.layout`'s
+(the run folder's paths), re-exported here where callers found it.
 
 `TrainingStatus` (the run's ``run_logs/training_status.json``) lives in
 `trainers.loop.status`; it is re-exported here for one release.

@@ -4,8 +4,8 @@ TensorBoard event files are written with the ``tensorboard`` package's protobufs
 own TFRecord framing (`_RecordWriter`). (Its ``EventFileWriter`` reaches the file system
 through ``tensorboard.compat.tf``, which imports TensorFlow when TensorFlow is installed;
 this module must stay importable without it. Its ``RecordWriter`` module sits under
-``tensorboard.summary``, whose package import pulls in TensorBoard's TensorFlow stub:
-0.22 s of every process's start-up.)
+``tensorboard.summary``, whose package import pulls in TensorBoard's TensorFlow stub,
+a cost at every process's start-up.)
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ _CRC32C_TABLE = _crc32c_table()
 def masked_crc32c(data: bytes) -> int:
     """TFRecord's checksum: CRC-32C of ``data``, rotated right by 15 bits plus a constant.
 
-    Pure Python (about 0.1 us a byte): event records are a few hundred bytes, written
-    once per summary period.
+    Pure Python, slow per byte, but event records are a few hundred bytes, written once
+    per summary period.
     """
     crc = 0xFFFFFFFF
     table = _CRC32C_TABLE

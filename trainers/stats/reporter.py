@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import abc
 import enum
-import os
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -18,14 +17,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
 
-
-def behavior_dir_name(behavior: str) -> str:
-    """A behavior's folder and file stem under the run directory.
-
-    Behavior names are used as they are, except that a ``/`` (Gymnasium namespaces such as
-    ``ALE/Pong-v5``) becomes ``_``, so each behavior gets one folder and its files.
-    """
-    return behavior.replace("/", "_").replace(os.sep, "_")
+# The run folder's names live in trainers.layout; re-exported here, where callers found it.
+from trainers.layout import behavior_dir_name  # noqa: F401
 
 
 class StatsAggregation(enum.Enum):

@@ -15,7 +15,8 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 from trainers.stats._tfrecord import _EventFile
-from trainers.stats.reporter import StatsSummary, StatsWriter, behavior_dir_name
+from trainers.layout import RunLayout
+from trainers.stats.reporter import StatsSummary, StatsWriter
 
 REWARD_TAG = "Environment/Cumulative Reward"
 """The stat the console line reports."""
@@ -139,7 +140,7 @@ class TensorboardWriter(StatsWriter):
 
     def _file(self, category: str) -> _EventFile:
         if category not in self._files:
-            events = _EventFile(os.path.join(self._base_dir, behavior_dir_name(category)))
+            events = _EventFile(RunLayout(self._base_dir).behavior_dir(category))
             if self._resume_step is not None:
                 events.write(
                     event_pb2.Event(
@@ -200,7 +201,7 @@ class CSVWriter(StatsWriter):
 
     def path(self, category: str) -> str:
         """The CSV file of a behavior."""
-        return os.path.join(self._base_dir, behavior_dir_name(category), "stats.csv")
+        return RunLayout(self._base_dir).stats_csv(category)
 
     def write_stats(self, category: str, values: Mapping[str, StatsSummary], step: int) -> None:
         if not values:

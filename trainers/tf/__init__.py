@@ -114,10 +114,11 @@ _min_level = _min_log_level()
 
 # The collector stays off while TensorFlow imports, and what the import made is frozen
 # (`gc.freeze`: never walked again). The import creates ~360k objects that live as long
-# as the process, and every full collection walked them all: 6 during the import (~0.4 s
-# of a 3-4 s import on the 2-core machine), then ~0.2 s each later on (one while the
-# first ONNX export imports tf2onnx). The import leaves ~10 unreachable objects, so
-# freezing without a collection first loses nothing worth a 0.2 s collection.
+# as the process, and every full collection walked them all: 6 during the import, then
+# one now and then later on (one while the first ONNX export imports tf2onnx), each a
+# noticeable pause (README, "Figures behind choices in the code"). The import leaves ~10
+# unreachable objects, so freezing without a collection first loses nothing worth a
+# collection.
 #
 # Optional imports of TensorFlow that nothing here uses stay out of it. TensorFlow's
 # modules import these inside ``try: ... except ImportError``; a None entry in
@@ -126,7 +127,7 @@ _min_level = _min_log_level()
 # imports them as usual:
 # - keras: TensorFlow's `__init__` imports `keras.src.optimizers` (to register Keras
 #   optimizers for SavedModel loading). Nothing here uses Keras (layers are written with
-#   `get_variable`), and it cost ~0.5 s of every process: Keras 3 pulls in IPython,
+#   `get_variable`), and it cost every process start-up time: Keras 3 pulls in IPython,
 #   prompt_toolkit and jedi.
 # - scipy, h5py: TensorFlow's legacy `tf.compat.v1.keras` (imported by `tf.compat.v1.layers`)
 #   imports `scipy.sparse` for sparse inputs to its `Model.fit` and h5py for its HDF5

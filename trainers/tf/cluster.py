@@ -18,9 +18,9 @@ Who runs what:
   - the **local session** (a plain in-process session, ``place_pruned_graph`` so the
     worker devices of the towers never need placing) runs everything per env step:
     inference, value estimates, reward-signal evaluation, normalizer updates, BC and
-    checkpoints. A run through the distributed master costs ~2 ms even when every op is
-    local (measured here: 2.2 ms vs 17 us for a 2x64 MLP), which per-step inference must
-    not pay.
+    checkpoints. A run through the distributed master costs milliseconds even when every
+    op is local, a hundred times a small MLP's run in a local session (README, "Figures
+    behind choices in the code"), which per-step inference must not pay.
 
   The local session is the working copy; ``ClusterLink.push`` copies every global variable
   into the update session before an update and ``ClusterLink.pull`` copies them back after

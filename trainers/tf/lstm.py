@@ -92,8 +92,8 @@ class LSTMPartner:
 def _full(flags: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
     """Per-row flags ``[..., 1]`` broadcast to the state's ``shape``, once for all steps.
 
-    Why: in the unrolled chain, an elementwise op with a broadcast operand costs ~1.4 us
-    a call on the pool here, one of the same shape ~0.3 us."""
+    Why: in the unrolled chain, an elementwise op with a broadcast operand costs several
+    times one of the same shape (README, "Figures behind choices in the code")."""
     return tf.broadcast_to(flags, shape)
 
 
@@ -101,9 +101,9 @@ def _select(condition: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     """``x`` where ``condition``, else ``y`` (all the same shape).
 
     The v1 ``Select`` kernel, not ``SelectV2`` (`tf.where_v2`): in a chain of small ops
-    on the pool here SelectV2 cost ~2.3 us a call even with equal shapes, Select ~0.9
-    us, and the training unroll runs two per step per LSTM (the unroll's forward and
-    backward took ~8% less time)."""
+    on the pool SelectV2 costs more than twice as much a call even with equal shapes, and
+    the training unroll runs two per step per LSTM (README, "Figures behind choices in
+    the code")."""
     return tf.raw_ops.Select(condition=condition, x=x, y=y)
 
 
@@ -253,7 +253,7 @@ def _unroll_with_bptt(
             dh_prev: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
             dc_prev: List[tf.Tensor] = [None] * length  # masks only  # type: ignore[list-item]
             dc_cells: List[tf.Tensor] = [None] * length  # type: ignore[list-item]
-            # W_h transposed once: oneDNN's matmul with transpose_b costs ~3 us more a call.
+            # W_h transposed once: oneDNN's matmul with transpose_b costs more a call.
             kernel_h_t = tf.linalg.matrix_transpose(kernel_h)
             for t in reversed(range(length)):  # the serial part: about 8 ops a step
                 if t < length - 1:
@@ -358,7 +358,7 @@ def lstm_sequences(
     final = tf.concat([c, h], axis=len(lead) + 1)
     if partner is not None:
         # Unstack, not out[0] / out[1]: each strided slice's gradient is a zero-filled
-        # [2, S * L, u] tensor (~0.15 ms a minibatch each), an unstack's is one stack.
+        # [2, S * L, u] tensor, an unstack's is one stack.
         (out, partner.output), (final, partner.memory_out) = tf.unstack(out), tf.unstack(final)
     return out, final
 
@@ -369,9 +369,9 @@ def lstm_trajectory(x: tf.Tensor, memory_in: tf.Tensor, memory_size: int, name: 
     One fused ``BlockLSTMV2`` op runs every step: it has this cell's gate layout (i, f,
     g, o: IFCO) and no forget bias of its own, so it takes the weights as they are
     (``[x, h] @ concat(W_x, W_h) + b``), and it returns every intermediate ``c`` and ``h``.
-    A ``tf.scan`` of the cell cost ~10 ops per step in a while loop: 0.6 ms a call for
-    the Memory benchmark's trajectories. Used for value estimates only (no gradient, not
-    exported).
+    A ``tf.scan`` of the cell cost ~10 ops per step in a while loop (its cost: README,
+    "Figures behind choices in the code"). Used for value estimates only (no gradient,
+    not exported).
 
     Args:
         x: ``[T, in]``; memory_in: ``[1, memory_size]``.

@@ -1,12 +1,18 @@
 """Every tensor name that leaves the graph: inference inputs/outputs and exported model names.
 
 Builders name tensors with these constants outside any tower scope; the exporter reads the
-same constants. ML-Agents 2.0 contract (FACTS section 6): inputs ``obs_<i>``,
+same constants. ML-Agents 2.0 contract
+(docs/ML-AGENTS-FACTS.md#6-exported-model-contracts-what-unitys-runtime-loads): inputs ``obs_<i>``,
 ``action_masks``, ``recurrent_in``; outputs in this order ``version_number``,
 ``memory_size``, ``continuous_actions``, ``continuous_action_output_shape``,
 ``deterministic_continuous_actions``, ``discrete_actions``, ``discrete_action_output_shape``,
 ``deterministic_discrete_actions``, ``recurrent_out``.
 """
+
+from typing import Dict, Sequence
+
+import numpy as np
+
 
 MODEL_EXPORT_VERSION = 3
 
@@ -43,6 +49,38 @@ LEGACY_EPSILON = "epsilon"
 
 # Name of the dynamic batch dimension in exported ONNX models (as ML-Agents writes it).
 ONNX_BATCH_DIM = "batch"
+
+
+def contract_constants(
+    continuous_size: int, discrete_branches: Sequence[int], memory_size: int, legacy: bool = False
+) -> Dict[str, np.ndarray]:
+    """The constant outputs of an exported model, by name, with their dtype and shape: the
+    one table the policy graph, the freezer and the export check build or compare.
+
+    ML-Agents 2.0 contract: float32 ``[1]`` ``version_number`` (3), ``memory_size``,
+    ``continuous_action_output_shape`` (continuous actions), ``[1, branches]``
+    ``discrete_action_output_shape`` (discrete actions). TF-era (``legacy``): int32 ``[1]``
+    ``version_number`` (2), ``memory_size`` (0), ``is_continuous_control`` and
+    ``action_output_shape`` (continuous size, or the sum of the branch sizes).
+    """
+    continuous = continuous_size > 0
+    if legacy:
+        shape = continuous_size if continuous else int(sum(discrete_branches))
+        return {
+            VERSION_NUMBER: np.array([LEGACY_VERSION], np.int32),
+            MEMORY_SIZE: np.array([0], np.int32),
+            LEGACY_IS_CONTINUOUS: np.array([int(continuous)], np.int32),
+            LEGACY_ACTION_OUTPUT_SHAPE: np.array([shape], np.int32),
+        }
+    out = {
+        VERSION_NUMBER: np.array([MODEL_EXPORT_VERSION], np.float32),
+        MEMORY_SIZE: np.array([memory_size], np.float32),
+    }
+    if continuous:
+        out[CONTINUOUS_ACTION_OUTPUT_SHAPE] = np.array([continuous_size], np.float32)
+    if len(discrete_branches):
+        out[DISCRETE_ACTION_OUTPUT_SHAPE] = np.array([list(discrete_branches)], np.float32)
+    return out
 
 
 def obs_name(index: int) -> str:

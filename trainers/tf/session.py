@@ -31,10 +31,10 @@ UPDATE_POOL = 0
 CALLER_THREAD = -1
 #: Updates: the caller's thread if the callable's first calls there prove it cheap, else
 #: the pool (`FastCallable._tune`). Both give the same numbers; only the speed differs,
-#: and by a lot either way: the caller's thread updates a small PPO net 1.6x faster
-#: (CartPole's 2x64, 413 -> 268 us a minibatch, and the pool's idle threads no longer
-#: spin beside the env and inference), while the pool runs SAC's update (independent Q,
-#: value and policy branches) 1.8x faster and an LSTM update 2.2x faster.
+#: and by a lot either way: the caller's thread updates a small PPO net faster (and the
+#: pool's idle threads no longer spin beside the env and inference), while the pool runs
+#: SAC's update (independent Q, value and policy branches) and an LSTM update faster
+#: (figures: README, "Figures behind choices in the code").
 AUTO_POOL = -2
 
 
@@ -55,8 +55,8 @@ def make_session_config(
     * ``CALLER_THREAD`` for inference and value estimates: every op runs in the calling
       thread. RL networks are tiny and handing each op to a pool thread costs more than
       the op, worst of all on a loaded machine where that thread must first be scheduled
-      (one inference call of a 2x64 MLP on this 2-core machine: 234 us with a 1-thread
-      pool, 387 us with TF's default pools; in the caller's thread about 40 us).
+      (a 2x64 MLP's inference call costs several times more on a pool: README, "Figures
+      behind choices in the code").
     * ``UPDATE_POOL`` for large updates: an inter-op pool of ``max(2, 2 x devices)``
       threads (at most the number of cores for CPU devices), so independent branches
       (towers, the policy/critic and each reward signal's network) run concurrently;
@@ -78,14 +78,12 @@ def make_session_config(
 
     ``graph_rewrites=False`` turns Grappler off. For recurrent policies: the update graph
     unrolls ``sequence_length`` LSTM steps of the actor and the critic, forward and
-    backward, and Grappler spent ~10 s optimising it at the first update (benchmark.py
-    --memory, sequence_length 64) without making later updates any faster (with the
-    smaller unrolled graph of an earlier `trainers.tf.lstm` it still cost ~0.8 s, more than
-    it saved). It also sets the session's classic graph optimizer to L0 (no constant
-    folding, no common-subexpression elimination): building the executor of that
-    update took 100 ms instead of 165 (`perf`: the constant folding pass was ~15% of the
-    build), its runs, the inference step and the critic's trajectory values as fast as
-    with L1 (4.64 vs 4.81 ms a minibatch, 47.5 vs 48.1 us, 338 vs 326 us: noise).
+    backward, and Grappler spent seconds optimising it at the first update without making
+    later updates any faster. It also sets the session's classic graph optimizer to L0 (no
+    constant folding, no common-subexpression elimination): the executor of that update
+    builds faster (constant folding was a large part of the build), and its runs, the
+    inference step and the critic's trajectory values are as fast as with L1 (figures:
+    README, "Figures behind choices in the code").
     """
     device_count = {"CPU": count_cpu_devices(devices)}
     if cpu_only:
@@ -103,11 +101,11 @@ def make_session_config(
     config.session_inter_op_thread_pool.add(num_threads=max(2, threads))
     config.gpu_options.allow_growth = True
     # Grappler's remapper fuses MatMul + bias + activation into oneDNN's fused matmul,
-    # whose fixed cost per call dwarfs the arithmetic of RL-sized layers: CartPole's
-    # inference (2x64, one agent) took 53 us a call fused and 28 us unfused, and the
-    # whole CartPole benchmark ran 7441 steps/s unfused against 4818 fused. Unfused was
-    # as fast or faster everywhere we measured: PPO updates at 64, 256 and 512 hidden
-    # units, a conv encoder, SAC's 256x256 update (3.55 vs 4.09 ms).
+    # whose fixed cost per call dwarfs the arithmetic of RL-sized layers (CartPole's
+    # inference and the whole CartPole benchmark ran much slower fused). Unfused was as
+    # fast or faster everywhere we measured: PPO updates at 64, 256 and 512 hidden units,
+    # a conv encoder, SAC's 256x256 update (figures: README, "Figures behind choices in
+    # the code").
     config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
     # Grappler runs once per callable (inference, values, update), when it is made: start-up
     # time. Its MLIR ("tfg") passes, its memory optimizer (for graphs too large for the
@@ -206,11 +204,11 @@ class FastCallable:
     """A compiled step of a session: fixed feeds and fetches, called with numpy arrays.
 
     ``Session.make_callable(fetches, feed_list)`` in TF 2.x delegates to ``Session.run``
-    and its Python feed handling whenever a feed list is given (272 us for one small MLP
-    step here). A callable made from ``CallableOptions`` (the route TF1 Keras took) skips
-    that: 32 us for the same step, which is what makes per-env-step inference and
-    per-minibatch updates cheap. Counted in ``calls`` so tests can prove "one run per
-    minibatch".
+    and its Python feed handling whenever a feed list is given. A callable made from
+    ``CallableOptions`` (the route TF1 Keras took) skips that, at a fraction of the cost
+    of a small MLP's step (README, "Figures behind choices in the code"), which is what
+    makes per-env-step inference and per-minibatch updates cheap. Counted in ``calls`` so
+    tests can prove "one run per minibatch".
 
     The callable is run through TensorFlow's C entry point directly, not through the
     Python wrapper that ``_make_callable_from_options`` returns (which handles the
@@ -261,9 +259,9 @@ class FastCallable:
     #: AUTO_POOL: a call whose median trial time is below this stays in the caller's thread.
     CALLER_LIMIT_S = 1.5e-3
     #: AUTO_POOL: a call with more ops than this (`_costly_op_count`) goes to the pool
-    #: untried. Each such op costs at least ~1 us in the caller's thread here (CartPole's
-    #: update: ~250 of them, ~250 us), so the trial could only pick the pool, after
-    #: building an executor it then drops: ~130 ms for the LSTM update (~1,800 ops).
+    #: untried. Each such op costs at least ~1 us in the caller's thread, so such a call
+    #: cannot come in under `CALLER_LIMIT_S`: the trial could only pick the pool, after
+    #: building an executor it then drops (costly for the LSTM update's ~1,800 ops).
     POOL_UNTRIED_OPS = 1500
 
     def _tune(self, *arrays: np.ndarray) -> list:
@@ -271,13 +269,12 @@ class FastCallable:
         cheap stays there, a costly one moves to the pool for good.
 
         Why a limit and not a race of the two: the caller's thread wins only where the
-        call is small (CartPole's PPO update, ~0.3 ms: 1.5x faster than the pool, whose
-        hand-offs cost more than the ops), the pool wins where it is large (SAC's
-        update and visual PPO: 3-8 ms in the caller's thread, 1.3-1.8x faster on the
-        pool; LSTM PPO, since its backward pass is hand-written, ~6 ms and ~1.1x).
-        Timing both on their first calls picked the slower one about one time in three
-        here: early calls are noisy and the pool's are slow until each of its threads has
-        warmed up (its per-thread oneDNN caches).
+        call is small (CartPole's PPO update: the pool's hand-offs cost more than the
+        ops), the pool wins where it is large (SAC's update and visual PPO; LSTM PPO by a
+        little, since its backward pass is hand-written). Timing both on their first calls
+        often picked the slower one: early calls are noisy and the pool's are slow until
+        each of its threads has warmed up (its per-thread oneDNN caches). Figures: README,
+        "Figures behind choices in the code".
         """
         start = time.perf_counter()
         result = self._in_caller(*arrays)
