@@ -25,7 +25,7 @@ setup(
     ],
     extras_require={
         "export": ["tf2onnx>=1.16", "onnxruntime>=1.17"],
-        "test": ["pytest>=7", "pytest-timeout>=2"],
+        "test": ["pytest>=7", "pytest-timeout>=2", "mypy>=1.10"],
     },
     entry_points={
         "console_scripts": [

@@ -19,7 +19,7 @@ class DemoError(EnvError):
 class EnvInterrupted(Exception):
     """An env manager stopped waiting for its workers because a stop was requested.
 
-    Raised by `envs.env_manager.SubprocessEnvManager` while it waits for workers (and by
+    Raised by `envs.managers.SubprocessEnvManager` while it waits for workers (and by
     any manager that honours `EnvManager.set_stop_check`) once the stop check it was given
     returns True: the training loop's SIGINT/SIGTERM handler only sets a flag, and a worker
     whose step hangs would otherwise keep the loop from ever seeing it. Not an `EnvError`:

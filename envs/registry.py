@@ -137,7 +137,7 @@ def make_env(
 
     Args:
         env_id: ``builtin:<Name>``, ``gym:<Gymnasium id>`` or a Unity build path (one game on
-            port 5005; `envs.env_manager.make_env_manager` runs several on their own ports).
+            port 5005; `envs.managers.make_env_manager` runs several on their own ports).
         env_args: keyword arguments of the built-in env, or of ``gymnasium.make``.
         seed: the env's seed (>= 0).
         agents_per_env: agents of each behavior: Gymnasium copies, or the built-in env's

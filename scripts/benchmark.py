@@ -89,11 +89,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: bool = False) -> dict:
     # Imported before the clock starts (TensorFlow's import takes seconds), as the SB3 reference
     # imports torch before timing learn().
-    import trainers.controller  # noqa: F401
+    import trainers.loop.controller  # noqa: F401
     import trainers.export  # noqa: F401
     from trainers.cli.learn import run_training
     from trainers.layout import RunLayout
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_") as results:
         overrides = {"run_id": "bench", "results_dir": results, "max_steps": steps, "seed": seed}
@@ -215,7 +215,7 @@ def profile(config: str, steps: int, seed: int) -> None:
     import cProfile
     import pstats
 
-    import trainers.controller  # noqa: F401  (imports stay out of the profile)
+    import trainers.loop.controller  # noqa: F401  (imports stay out of the profile)
     import trainers.export  # noqa: F401
 
     profiler = cProfile.Profile(time.process_time)

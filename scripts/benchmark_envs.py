@@ -30,7 +30,9 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 from envs.base_env import ActionTuple, BaseEnv  # noqa: E402
-from envs.env_manager import EnvManager, InProcessEnvManager, SubprocessEnvManager  # noqa: E402
+from envs.managers.base import EnvManager  # noqa: E402
+from envs.managers.in_process import InProcessEnvManager  # noqa: E402
+from envs.managers.subprocess import SubprocessEnvManager  # noqa: E402
 from envs.registry import make_env  # noqa: E402
 
 NUM_ACTIONS = 512

@@ -37,7 +37,7 @@ def main() -> None:
     from envs.base_env import ActionSpec, BehaviorSpec, ObservationSpec
     from trainers.export import check_inputs, export_policy, model_feeds, onnx_session
     from trainers.ppo.trainer import PPOTrainer
-    from trainers.settings import NetworkSettings, TrainerSettings
+    from trainers.config import NetworkSettings, TrainerSettings
     from trainers.stats import StatsReporter
 
     cases = [

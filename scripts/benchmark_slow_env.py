@@ -9,7 +9,7 @@ Each configuration trains ``--steps`` agent steps; the four run back to back,
 ``--repeats`` times in alternating order, and the best steps/s of each is kept (other
 processes on the machine slow some runs down). Steps/s is measured over the training loop
 (after graph building and env start). Threaded runs with 2 envs step their workers out of
-lockstep (`trainers.controller`); the others in lockstep.
+lockstep (`trainers.loop.controller`); the others in lockstep.
 
     python scripts/benchmark_slow_env.py [--steps=8192] [--delay-ms=1] [--repeats=2] [--hidden=512] [--epochs=10]
 
@@ -68,7 +68,7 @@ def run(
     """Loop steps/s and the timers of one training run."""
     from trainers.cli.learn import run_training
     from trainers.layout import RunLayout
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bench_slow_") as folder:
         path = os.path.join(folder, "config.yaml")
@@ -83,10 +83,10 @@ def run(
 
 def env_alone(delay_ms: float, num_envs: int, out_of_lockstep: bool, seconds: float) -> float:
     """Agent steps/s of the env layer alone: the manager a training run with ``num_envs``
-    uses (`envs.env_manager.make_env_manager`), stepped with random actions, no trainer."""
+    uses (`envs.managers.make_env_manager`), stepped with random actions, no trainer."""
     from benchmark_envs import agent_step_rate, manager_steps, manager_steps_out_of_lockstep
 
-    from envs.env_manager import make_env_manager
+    from envs.managers import make_env_manager
 
     env = config(delay_ms, num_envs, False, 0)["env_settings"]
     manager = make_env_manager(env["env_path"], env["env_args"], num_envs, 1, env["seed"])
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=EPOCHS, help="num_epoch (the update's cost)")
     parser.add_argument("--env-seconds", type=float, default=3.0, help="each env-alone figure (0: none)")
     args = parser.parse_args()
-    import trainers.controller  # noqa: F401  (TensorFlow's import stays out of the figures)
+    import trainers.loop.controller  # noqa: F401  (TensorFlow's import stays out of the figures)
 
     variants = [(1, False), (2, False), (1, True), (2, True)]
     best: Dict[Tuple[int, bool], float] = {}

@@ -58,7 +58,7 @@ TASKS: List[Task] = [
 def run_task(task: Task, max_steps: Optional[int], seed: int) -> dict:
     """Trains one task in-process; returns our return, steps and timings."""
     from trainers.cli.learn import run_training
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
     from trainers.layout import RunLayout
 
     config = os.path.join(ROOT, "config", "ppo", task.config)
@@ -101,7 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         parser.error(f"unknown task(s) {unknown}; choose from {[t.name for t in TASKS]}")
     # TensorFlow is imported before any clock starts.
-    import trainers.controller  # noqa: F401
+    import trainers.loop.controller  # noqa: F401
 
     print(f"{'task':<22} {'steps':>9} {'ours':>9} {'zoo PPO (same budget)':>28} {'steps/s':>8} {'wall s':>7}")
     for name in wanted:

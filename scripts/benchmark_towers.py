@@ -29,7 +29,7 @@ import numpy as np
 def build(net: str, devices: Tuple[str, ...], cluster=None):
     from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
     from trainers.ppo.trainer import PPOTrainer
-    from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
+    from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
     from trainers.stats import StatsReporter
 
     if net == "visual":
@@ -61,7 +61,7 @@ def minibatch(spec, n: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
 
 def timed_rate(trainer, mb, batch: int, repeats: int, rounds: int) -> float:
     """Samples/s of one-run minibatch updates, best of ``rounds``."""
-    trainer.policy.begin_update()  # a cluster trainer's weights go to the chief's server
+    trainer.behavior_graph.begin_update()  # a cluster trainer's weights go to the chief's server
     trainer.optimizer.update(mb, 1, {})  # warm-up: builds the callable, allocates
     best = float("inf")
     for _ in range(rounds):  # best of several rounds: robust to other load
@@ -107,7 +107,7 @@ def cluster_main(args) -> int:
     import os
     import tempfile
 
-    from trainers.settings import load_cluster_file
+    from trainers.config import load_cluster_file
     from trainers.tf.cluster import Chief
 
     stack = contextlib.ExitStack()
@@ -139,8 +139,8 @@ def cluster_main(args) -> int:
                 sync = float("inf")  # once per update(): weights to the chief's server and back
                 for _ in range(3):
                     start = time.perf_counter()
-                    remote.policy.begin_update()
-                    remote.policy.end_update()
+                    remote.behavior_graph.begin_update()
+                    remote.behavior_graph.end_update()
                     sync = min(sync, time.perf_counter() - start)
                 remote.close()
                 print(

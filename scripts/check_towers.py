@@ -44,7 +44,7 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: s
     from envs.demo import load_demonstration
     from trainers.ppo.trainer import PPOTrainer
     from trainers.sac.trainer import SACTrainer
-    from trainers.settings import (
+    from trainers.config import (
         CuriositySettings,
         ExtrinsicSettings,
         GAILSettings,

@@ -153,7 +153,7 @@ if opts.get("normfreeze"):
         if _rows[0] < int(opts["normfreeze"]):
             _rows[0] += len(obs[0]); _orig_un(self, obs)
     Policy.update_normalization = _un
-from trainers.settings import load_settings
+from trainers.config import load_settings
 with tempfile.TemporaryDirectory() as d:
     p = os.path.join(d, "c.yaml"); yaml.safe_dump(cfg, open(p, "w"))
     o = load_settings(p, {"run_id": "r", "results_dir": d, "max_steps": steps, "seed": seed})

@@ -27,6 +27,7 @@ linearly to 0 over ``steps`` agent steps (``steps: 0``: constant).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -40,12 +41,11 @@ from trainers.fields import (
     MASKS,
     OBS,
     PREV_ACTION,
-    is_obs_key,
     obs_key,
 )
 from trainers.policy import POLICY_SCOPE, Policy, build_actor
 from trainers.reward_signals._features import action_placeholders, obs_placeholders
-from trainers.settings import BehavioralCloningSettings
+from trainers.config import BehavioralCloningSettings
 from trainers.tf import tf
 from trainers.tf.distributions import CONTINUOUS_CLIP
 from trainers.tf.session import FastCallable
@@ -208,7 +208,8 @@ class BCModule:
         """Recurrent policies: as `update`, over whole sequences of the padded demo."""
         length = self.policy.sequence_length
         data = self._sequences
-        num_seq = len(data[MASKS]) // length
+        assert data is not None  # only called for recurrent policies
+        num_seq = len(data.masks) // length
         n = max(1, min(self.samples_per_update // length, num_seq))
         per_batch = max(1, min(self.batch_size // length, n))
         chosen = self._rng.permutation(num_seq)[:n]
@@ -219,16 +220,16 @@ class BCModule:
             for b in range(n // per_batch):
                 seqs = order[b * per_batch : (b + 1) * per_batch]
                 idx = (seqs[:, None] * length + offsets[None, :]).reshape(-1)
-                feeds = [o[idx] for o in data[OBS]]
+                feeds: List[object] = [o[idx] for o in data.obs]
                 if CONTINUOUS_ACTION in self._actions:
-                    feeds.append(data[CONTINUOUS_ACTION][idx])
+                    feeds.append(data.continuous_action[idx])
                 if DISCRETE_ACTION in self._actions:
-                    feeds.append(data[DISCRETE_ACTION][idx])
+                    feeds.append(data.discrete_action[idx])
                 if self._mask is not None:
-                    feeds.append(data[ACTION_MASK][idx])
-                feeds.append(data[MASKS][idx])
+                    feeds.append(data.action_mask[idx])
+                feeds.append(data.masks[idx])
                 if self._prev is not None:
-                    feeds.append(data[PREV_ACTION][idx])
+                    feeds.append(data.prev_action[idx])
                 feeds.append(step)
                 losses.append(float(self._update_fn_or_make()(*feeds)[0]))
                 self.update_runs += 1
@@ -242,7 +243,19 @@ class BCModule:
         return self._update_fn
 
 
-def _demo_sequences(expert: ExpertData, length: int) -> Dict[str, object]:
+@dataclass
+class _DemoSequences:
+    """The padded demo of a recurrent policy (`_demo_sequences`): rows ``[N x L, ...]``."""
+
+    obs: List[np.ndarray]
+    continuous_action: np.ndarray
+    discrete_action: np.ndarray
+    action_mask: np.ndarray
+    masks: np.ndarray
+    prev_action: np.ndarray
+
+
+def _demo_sequences(expert: ExpertData, length: int) -> _DemoSequences:
     """The demo's episodes, each left-padded to whole sequences (`pad_trajectory`), with
     ``masks`` and the previous discrete actions (0 at each episode's first step)."""
     ends = np.flatnonzero(expert.done > 0) + 1
@@ -261,6 +274,11 @@ def _demo_sequences(expert: ExpertData, length: int) -> Dict[str, object]:
         fields[PREV_ACTION] = prev
         parts.append(pad_trajectory(fields, length))
     joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    out: Dict[str, object] = {k: v for k, v in joined.items() if not is_obs_key(k)}
-    out[OBS] = [joined[obs_key(i)] for i in range(len(expert.obs))]
-    return out
+    return _DemoSequences(
+        obs=[joined[obs_key(i)] for i in range(len(expert.obs))],
+        continuous_action=joined[CONTINUOUS_ACTION],
+        discrete_action=joined[DISCRETE_ACTION],
+        action_mask=joined[ACTION_MASK],
+        masks=joined[MASKS],
+        prev_action=joined[PREV_ACTION],
+    )

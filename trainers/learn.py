@@ -1,17 +1,10 @@
-"""Kept for one release: the ``trainer-learn`` front-end is `trainers.cli.learn`
-(``python -m trainers.learn`` still runs it)."""
+"""``python -m trainers.learn``: the ``trainer-learn`` front-end, `trainers.cli.learn`.
+
+No TensorFlow at module level here: ``spawn`` re-imports ``__main__`` in every env worker.
+"""
 import sys
 
-from trainers.cli.learn import (  # noqa: F401
-    INT_OPTIONS,
-    export_hook,
-    main,
-    parse_overrides,
-    resolve_devices,
-    run_training,
-    run_worker,
-    unity_options,
-)
+from trainers.cli.learn import main
 
 if __name__ == "__main__":
     sys.exit(main())

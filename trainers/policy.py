@@ -14,12 +14,13 @@ ends, so the next one starts from zeros. Trainer-agnostic: any optimizer can reu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind
-from trainers.settings import NetworkSettings, TrainerSettings
+from trainers.graph import BehaviorGraph
+from trainers.config import NetworkSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.distributions import (
     Gaussian,
@@ -30,7 +31,7 @@ from trainers.tf.distributions import (
 from trainers.tf.encoders import build_body, check_visual_sizes
 from trainers.tf.lstm import LSTMPartner, lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer, build_normalizer
-from trainers.tf.session import FastCallable, make_session
+from trainers.tf.session import FastCallable
 
 POLICY_SCOPE = "policy"
 ACTING_SCOPE = "acting"  # threaded trainers: the copy of the actor that acts during updates
@@ -151,11 +152,11 @@ def recurrent_encoding(
     if prev_action is not None:
         onehots = [tf.one_hot(prev_action[:, i], size, dtype=tf.float32) for i, size in enumerate(branches)]
         encoding = tf.concat([encoding] + onehots, axis=1)
+    memory = network.memory
+    assert memory is not None, "a recurrent network needs network_settings.memory"
     if whole_trajectory:
-        return lstm_trajectory(encoding, memory_in, network.memory.memory_size, "lstm")
-    return lstm_sequences(
-        encoding, memory_in, sequence_length, network.memory.memory_size, "lstm", step_mask, reset, partner
-    )
+        return lstm_trajectory(encoding, memory_in, memory.memory_size, "lstm")
+    return lstm_sequences(encoding, memory_in, sequence_length, memory.memory_size, "lstm", step_mask, reset, partner)
 
 
 @dataclass
@@ -184,20 +185,32 @@ def is_squashed(settings: TrainerSettings) -> bool:
     return settings.kind.squashed
 
 
-def _runs_inline(settings: TrainerSettings, spec: BehaviorSpec) -> bool:
-    """Whether every run of the behavior's session belongs in the caller's thread, where
-    `FastCallable`'s AUTO_POOL puts the update of a feed-forward PPO actor and critic on
-    vector observations with the environment's reward only; SAC's updates, LSTM's,
-    convolutions' and those with reward-signal or BC networks beside run faster on the
-    inter-op pool, and a threaded trainer runs inference beside its update."""
-    return (
-        settings.trainer_type == "ppo"
-        and settings.network_settings.memory is None
-        and set(settings.reward_signals) <= {"extrinsic"}
-        and settings.behavioral_cloning is None
-        and not settings.updates_in_thread
-        and all(o.kind == ObservationKind.VECTOR for o in spec.observation_specs)
-    )
+class Actor(Protocol):
+    """What the controller acts through (`Policy`, or `trainers.export.onnx_policy.OnnxPolicy`
+    for ``--inference --model``)."""
+
+    @property
+    def use_recurrent(self) -> bool:
+        """Whether it keeps a memory per agent (so agents need stable keys)."""
+
+    def act(
+        self,
+        obs: Sequence[np.ndarray],
+        action_masks: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+        agent_keys: Optional[Sequence[Hashable]] = None,
+    ) -> ActionInfo:
+        """Actions for N agents: ``obs[i]`` ``[N, *shape_i]``, ``action_masks``
+        ``[N, sum(branches)]`` float32 1 = allowed, N ``agent_keys``."""
+
+    def forget_agents(self, keys: Sequence[Hashable]) -> None:
+        """Drops what it keeps for agents whose episode ended."""
+
+    def sync_acting_weights(self) -> None:
+        """Threaded trainers: the trained weights become the acting ones (else a no-op)."""
+
+    def close(self) -> None:
+        """Releases its sessions."""
 
 
 class Policy:
@@ -208,9 +221,7 @@ class Policy:
         behavior_name: str,
         spec: BehaviorSpec,
         settings: TrainerSettings,
-        seed: int,
-        devices: Sequence[str] = ("/cpu:0",),
-        cpu_only: bool = False,
+        behavior_graph: BehaviorGraph,
     ) -> None:
         network = settings.network_settings
         check_visual_sizes(spec.observation_specs, network.vis_encode_type)
@@ -220,10 +231,9 @@ class Policy:
         #: SAC's actor: tanh-squashed Gaussian with a state-dependent log std. Every copy
         #: of the actor (towers, BC, export) is built with this flag.
         self.squashed = is_squashed(settings)
-        self.graph = tf.Graph()
+        self.behavior_graph = behavior_graph
         action_spec: ActionSpec = spec.action_spec
         with self.graph.as_default():
-            tf.set_random_seed(seed)
             self.obs: List[tf.Tensor] = [
                 tf.placeholder(tf.float32, (None,) + o.shape, name=names.obs_name(i))
                 for i, o in enumerate(spec.observation_specs)
@@ -239,11 +249,6 @@ class Policy:
                 else None
                 for i, o in enumerate(spec.observation_specs)
             ]
-            self.global_step = tf.get_variable(
-                "global_step", [], tf.int64, tf.zeros_initializer(), trainable=False
-            )
-            self._step_ph = tf.placeholder(tf.int64, [], name="set_step")
-            self._step_assign = tf.assign(self.global_step, self._step_ph)
             # Recurrent inference: one step per agent from its memory (and previous action).
             self.memory_in: Optional[tf.Tensor] = None
             self.prev_action: Optional[tf.Tensor] = None
@@ -268,14 +273,6 @@ class Policy:
                 if settings.updates_in_thread
                 else None
             )
-        # Recurrent: no Grappler (its pass over the unrolled update graph costs seconds).
-        self.session = make_session(
-            self.graph, devices, cpu_only, graph_rewrites=not self.use_recurrent, inline=_runs_inline(settings, spec)
-        )
-        # Where update runs go: this session, or on a cluster chief the session on its
-        # server (link_cluster); everything else runs here.
-        self.update_session = self.session
-        self.cluster: Optional[Any] = None
         self._act: Optional[Callable[..., list]] = None
         self._act_deterministic: Optional[Callable[..., list]] = None
         self._empty: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
@@ -359,33 +356,25 @@ class Policy:
         )
         self.entropy = tf.identity(actor.entropy(), name=names.ENTROPY)
 
-    # ----------------------------------------------------------------- cluster
+    # ----------------------------------------------------------------- graph
 
-    def link_cluster(self, target: str, workers: Sequence[str]) -> None:
-        """Updates run on the cluster chief's server ``target`` (trainers/tf/cluster.py).
+    @property
+    def graph(self) -> tf.Graph:
+        """The behavior's graph (`BehaviorGraph`), which every module builds into."""
+        return self.behavior_graph.graph
 
-        Call after every variable of the graph exists and before ``graph.finalize()``.
-        """
-        from trainers.tf.cluster import ClusterLink
+    @property
+    def session(self) -> tf.Session:
+        """Where inference, value estimates and checkpoints run."""
+        return self.behavior_graph.session
 
-        self.cluster = ClusterLink(self.graph, self.session, target, workers)
-        self.update_session = self.cluster.session
-
-    def begin_update(self) -> None:
-        """Before an update's runs: on a cluster, the local weights go to the update session."""
-        if self.cluster is not None:
-            self.cluster.push()
-
-    def end_update(self) -> None:
-        """After an update's runs: on a cluster, the updated weights come back (a failed
-        update raises before this, and the local weights stay those of the last one)."""
-        if self.cluster is not None:
-            self.cluster.pull()
+    @property
+    def update_session(self) -> tf.Session:
+        """Where update runs go: `session`, or on a cluster the chief's server's."""
+        return self.behavior_graph.update_session
 
     def close(self) -> None:
-        if self.cluster is not None:
-            self.cluster.close()
-        self.session.close()
+        self.behavior_graph.close()
 
     # ----------------------------------------------------------------- inference
 
@@ -463,6 +452,7 @@ class Policy:
                 logp,
             )
         if memory is not None:
+            assert agent_keys is not None  # checked above for recurrent policies
             info.memory, info.prev_action = memory, prev
             self._memories.update(zip(agent_keys, memory_out))
             if prev is not None:
@@ -503,17 +493,17 @@ class Policy:
 
     def set_step(self, step: int) -> None:
         """Writes the trainer's step into the graph (saved with checkpoints)."""
-        self.session.run(self._step_assign, {self._step_ph: step})
+        self.behavior_graph.set_step(step)
 
     def get_step(self) -> int:
-        return int(self.session.run(self.global_step))
+        return self.behavior_graph.get_step()
 
 
 class _ActingCopy:
     """A second actor (``acting/policy/...``) with its own weights, for threaded trainers.
 
     It reads the same observation placeholders and normalizers as the policy (normalizer
-    statistics only change between updates; see `trainers.threaded`). Its variables are
+    statistics only change between updates; see `trainers.loop.threaded`). Its variables are
     local (not saved in checkpoints, not trainable, not exported: export freezes the named
     outputs of the policy itself); ``sync_op`` assigns every one from its ``policy/...``
     twin in one group, which also initialises them.

@@ -75,9 +75,10 @@ def _decode_with_pillow(data: bytes) -> Optional[np.ndarray]:
     except ImportError:  # pragma: no cover - Pillow ships with TensorBoard
         return None
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            if img.format != "PNG":
-                raise PngError(f"not a PNG ({img.format})")
+        with Image.open(io.BytesIO(data)) as opened:
+            if opened.format != "PNG":
+                raise PngError(f"not a PNG ({opened.format})")
+            img: Image.Image = opened
             if img.mode == "P":
                 img = img.convert("RGBA" if "transparency" in img.info else "RGB")
             elif img.mode not in ("L", "LA", "RGB", "RGBA"):
@@ -133,17 +134,17 @@ def decode_png_zlib(data: bytes) -> np.ndarray:
     out = np.zeros((height, stride), dtype=np.uint8)
     prev = np.zeros(stride, dtype=np.uint8)
     for y in range(height):
-        kind, line = int(rows[y, 0]), rows[y, 1:]
-        if kind == 0:
+        filt, line = int(rows[y, 0]), rows[y, 1:]
+        if filt == 0:
             cur = line.copy()
-        elif kind == 1:  # Sub: running sum of each byte lane, modulo 256
+        elif filt == 1:  # Sub: running sum of each byte lane, modulo 256
             cur = (np.cumsum(line.reshape(width, bpp).astype(np.int64), axis=0) & 0xFF).astype(np.uint8).reshape(-1)
-        elif kind == 2:  # Up
+        elif filt == 2:  # Up
             cur = line + prev
-        elif kind in (3, 4):  # Average, Paeth: sequential within the row
-            cur = _unfilter_sequential(kind, line, prev, bpp)
+        elif filt in (3, 4):  # Average, Paeth: sequential within the row
+            cur = _unfilter_sequential(filt, line, prev, bpp)
         else:
-            raise PngError(f"unknown PNG filter type {kind} in row {y}")
+            raise PngError(f"unknown PNG filter type {filt} in row {y}")
         out[y] = cur
         prev = cur
     if depth == 16:

@@ -775,9 +775,9 @@ def _build_rows(decoder: _Decoder, steps: List[_Step]) -> Demonstration:
             obs.append(np.stack([steps[i].obs[j] for i in obs_index]).astype(np.float32, copy=False))
         else:
             obs.append(np.zeros((0,) + tuple(o.shape), np.float32))
-    a = spec.action_spec
-    cont = np.asarray([steps[i].continuous for i in next_index], np.float32).reshape(t, a.continuous_size)
-    disc = np.asarray([steps[i].discrete for i in next_index], np.int32).reshape(t, a.discrete_size)
+    action_spec = spec.action_spec
+    cont = np.asarray([steps[i].continuous for i in next_index], np.float32).reshape(t, action_spec.continuous_size)
+    disc = np.asarray([steps[i].discrete for i in next_index], np.int32).reshape(t, action_spec.discrete_size)
     done = np.asarray([steps[i].done for i in next_index], bool).reshape(t)
     interrupted = done & np.asarray([steps[i].max_step for i in next_index], bool).reshape(t)
     masks = None

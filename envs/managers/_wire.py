@@ -249,7 +249,8 @@ class _Channel:
         self.caps = [layout.caps[n] for n in self.names]
         header, self.views = layout.views(shm.buf)
         # Scalar header access through a memoryview costs a fraction of numpy item access.
-        self.header: Optional[memoryview] = memoryview(header).cast("B").cast("q")
+        # (numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12.)
+        self.header: Optional[memoryview] = memoryview(header).cast("B").cast("q")  # type: ignore[arg-type]
         self._empty_terminal = [TerminalSteps.empty(layout.specs[n]) for n in self.names]
 
     def release(self) -> None:

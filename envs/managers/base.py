@@ -140,7 +140,7 @@ class EnvManager(ABC):
         Out of lockstep (`SubprocessEnvManager`): a worker steps again as soon as it has
         its next actions, whatever the others are doing, so a slow worker never holds the
         others back; which workers answer together then depends on timing, so a run is
-        not reproducible (threaded runs only, see `trainers.controller`).
+        not reproducible (threaded runs only, see `trainers.loop.controller`).
 
         This default keeps lockstep: it holds the actions until every worker has some,
         and `wait_some` then steps them all with `step`.
@@ -243,14 +243,14 @@ def _signals_deferred(redeliver: bool) -> Iterator[threading.Event]:
             received.append(signum)
             hurry.set()
 
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            handler = signal.getsignal(signum)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(sig)
             if callable(handler):  # SIG_DFL / SIG_IGN / not set from Python: leave them be
                 try:
-                    signal.signal(signum, hold)
+                    signal.signal(sig, hold)
                 except (ValueError, OSError):  # pragma: no cover - not the main interpreter
                     continue
-                previous[signum] = handler
+                previous[sig] = handler
     try:
         yield hurry
     finally:

@@ -6,7 +6,7 @@ parent may have TensorFlow loaded, which must never be forked). `step()` sends t
 actions to every worker before it reads any result, so workers step in parallel.
 `step_some()` / `wait_some()` step workers out of lockstep instead (each one again as
 soon as it has its next actions, the others still stepping), as ML-Agents'
-SubprocessEnvManager does; threaded runs use it (`trainers.controller`).
+SubprocessEnvManager does; threaded runs use it (`trainers.loop.controller`).
 Workers import ``envs`` only (Gymnasium only for ``gym:`` ids), never TensorFlow.
 Note that ``spawn`` re-imports the parent's ``__main__`` module in each worker (as
 ``__mp_main__``): an entry-point script should not import TensorFlow at module level,
@@ -247,7 +247,7 @@ class SubprocessEnvManager(EnvManager):
         if start_method not in ("spawn", "forkserver"):
             raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
         self._step_timeout = _check_timeout("step_timeout", step_timeout)
-        start_timeout = _check_timeout("start_timeout", start_timeout)
+        start_limit = _check_timeout("start_timeout", start_timeout)
         self._env_id = env_id
         self._seed = resolve_seed(seed, int(num_envs))
         self._error: Optional[EnvWorkerError] = None
@@ -291,12 +291,12 @@ class SubprocessEnvManager(EnvManager):
                 child_conn.close()  # so the parent sees EOF when the worker dies
                 lifeline_r.close()  # only the worker may read it, only the parent hold it open
             self._poller = _Poller(self._conns, self._procs)
-            replies = self._gather(start_timeout, starting=True)
+            replies = self._gather(start_limit, starting=True)
             self._specs = common_specs(env_id, [pickle.loads(r[1:]) for r in replies.values()])
             self._names = list(self._specs)
             if shared_memory:
                 caps = {name: int(agents_per_env) for name in self._names}
-                self._map(list(range(int(num_envs))), [caps] * int(num_envs), start_timeout)
+                self._map(list(range(int(num_envs))), [caps] * int(num_envs), start_limit)
         except BaseException:
             self.close()
             raise

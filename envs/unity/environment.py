@@ -424,7 +424,7 @@ class UnityEnv(BaseEnv):
         self.send(unity_input)
         return self._receive().unity_output
 
-    def _command_input(self, command: int) -> pb.UnityInputProto:
+    def _command_input(self, command: pb.CommandProto) -> pb.UnityInputProto:
         unity_input = pb.UnityInputProto()
         unity_input.rl_input.command = command
         unity_input.rl_input.side_channel = self._channels.outgoing()

@@ -39,7 +39,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
@@ -124,6 +124,7 @@ class FakeGame:
         self._sent_brains: set = set()
         self._steps = 0
         self._legacy = self.api_version.startswith("1.0")
+        self._echo: List[str] = []  # strings to echo back on the log channel (reset by `_run`)
 
     # ----------------------------------------------------------------- game
     def _new_agent(self, b: FakeBehavior, uid: Optional[int] = None) -> _Agent:
@@ -281,7 +282,7 @@ class FakeGame:
             self.error = e
 
     def _run(self) -> None:
-        self._echo: List[str] = []
+        self._echo = []
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
         with grpc.insecure_channel(f"127.0.0.1:{self.port}", options=options) as channel:
@@ -389,6 +390,12 @@ def write_fake_build(path: str, behaviors: Sequence[Dict[str, object]], extra_ar
     return path
 
 
+def _behavior_from_json(fields: Dict[str, Any]) -> FakeBehavior:
+    """A `FakeBehavior` from its JSON fields (JSON lists become the dataclass's tuples)."""
+    kwargs: Dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    return FakeBehavior(**kwargs)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """A fake build: ``--mlagents-port`` as Unity builds take it; behaviors as JSON."""
     parser = argparse.ArgumentParser(description="fake Unity game (tests)")
@@ -403,8 +410,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if args.hang:
         threading.Event().wait()
-    behaviors = [FakeBehavior(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-                 for d in json.loads(args.behaviors)]
+    behaviors = [_behavior_from_json(d) for d in json.loads(args.behaviors)]
     game = FakeGame(args.mlagents_port, behaviors, api_version=args.api_version,
                     crash_after=args.crash_after, quit_after=args.quit_after)
     game.run()

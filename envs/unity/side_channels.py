@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+_T = TypeVar("_T")
 
 #: ML-Agents' StatsAggregationMethod: AVERAGE, MOST_RECENT, SUM, HISTOGRAM.
 STATS_AVERAGE, STATS_MOST_RECENT, STATS_SUM, STATS_HISTOGRAM = 0, 1, 2, 3
@@ -199,17 +201,18 @@ class EngineConfigurationChannel(SideChannel):
             msg.write_int32(width)
             msg.write_int32(height)
             self.queue_message(msg)
-        for kind, value, write in (
-            (self.QUALITY_LEVEL, quality_level, OutgoingMessage.write_int32),
-            (self.TIME_SCALE, time_scale, OutgoingMessage.write_float32),
-            (self.TARGET_FRAME_RATE, target_frame_rate, OutgoingMessage.write_int32),
-            (self.CAPTURE_FRAME_RATE, capture_frame_rate, OutgoingMessage.write_int32),
-        ):
-            if value is not None:
-                msg = OutgoingMessage()
-                msg.write_int32(kind)
-                write(msg, value)  # type: ignore[operator]
-                self.queue_message(msg)
+        self._queue_setting(self.QUALITY_LEVEL, quality_level, OutgoingMessage.write_int32)
+        self._queue_setting(self.TIME_SCALE, time_scale, OutgoingMessage.write_float32)
+        self._queue_setting(self.TARGET_FRAME_RATE, target_frame_rate, OutgoingMessage.write_int32)
+        self._queue_setting(self.CAPTURE_FRAME_RATE, capture_frame_rate, OutgoingMessage.write_int32)
+
+    def _queue_setting(self, kind: int, value: Optional[_T], write: Callable[[OutgoingMessage, _T], None]) -> None:
+        """Queues ``[kind][value]`` (written by ``write``) unless ``value`` is None."""
+        if value is not None:
+            msg = OutgoingMessage()
+            msg.write_int32(kind)
+            write(msg, value)
+            self.queue_message(msg)
 
 
 class EnvironmentParametersChannel(SideChannel):

@@ -12,17 +12,11 @@ import pytest
 
 from envs.base_env import ActionTuple
 from envs.base_env import DecisionSteps, TerminalSteps
-from envs.env_manager import (
-    EnvManager,
-    EnvStep,
-    InProcessEnvManager,
-    SubprocessEnvManager,
-    _pack_actions,
-    _pack_steps,
-    _unpack_actions,
-    _unpack_steps,
-    make_env_manager,
-)
+from envs.managers.base import EnvManager, EnvStep
+from envs.managers.in_process import InProcessEnvManager
+from envs.managers.subprocess import SubprocessEnvManager
+from envs.managers._wire import _pack_actions, _pack_steps, _unpack_actions, _unpack_steps
+from envs.managers import make_env_manager
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.registry import make_env
 

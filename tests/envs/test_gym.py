@@ -331,7 +331,8 @@ def test_large_finite_values_are_accepted() -> None:
 
 
 def test_managers_report_a_nan_observation_naming_env_and_worker() -> None:
-    from envs.env_manager import InProcessEnvManager, SubprocessEnvManager
+    from envs.managers.in_process import InProcessEnvManager
+    from envs.managers.subprocess import SubprocessEnvManager
     from envs.exceptions import EnvWorkerError
 
     manager = InProcessEnvManager("gym:TestNonFinite-v0", {"bad_step": 1, "bad_seed": 1}, num_envs=2, seed=0)
@@ -398,7 +399,7 @@ def test_a_module_that_fails_to_import_is_one_line(tmp_path: Any, monkeypatch: p
 
 
 def test_missing_gym_module_through_the_managers_is_the_same_line() -> None:
-    from envs.env_manager import make_env_manager
+    from envs.managers import make_env_manager
 
     line = ("gym:no_such_module_xyz:Foo-v0: no module named 'no_such_module_xyz' to import for env 'Foo-v0' "
             "(is it installed, or on PYTHONPATH?)")

@@ -122,7 +122,7 @@ def test_hidden_crash_env_is_reachable() -> None:
 
 def test_envs_package_imports_no_trainers_tensorflow_or_gymnasium() -> None:
     code = (
-        "import sys, envs.env_manager, envs.registry, envs.builtin; "
+        "import sys, envs.managers, envs.registry, envs.builtin; "
         "bad = [m for m in ('trainers', 'tensorflow', 'gymnasium') if m in sys.modules]; "
         "assert not bad, bad"
     )

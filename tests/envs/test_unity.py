@@ -19,7 +19,7 @@ import pytest
 from envs.base_env import ActionTuple, BehaviorId, ObservationKind
 from envs.demo import demonstration_pb2 as demo_pb
 from envs.demo.png import decode_png, encode_png
-from envs.env_manager import make_env_manager
+from envs.managers import make_env_manager
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.registry import parse_env_id, validate_env
 from envs.unity import communicator_pb2 as pb

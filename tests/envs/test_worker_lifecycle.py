@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, List, Sequence
 
 import pytest
 
-from envs.env_manager import SubprocessEnvManager, make_env_manager
+from envs.managers.subprocess import SubprocessEnvManager
+from envs.managers import make_env_manager
 from envs.exceptions import EnvError, EnvInterrupted, EnvWorkerError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -196,7 +197,7 @@ _KILLED_PARENT = """
 import json, sys
 sys.path.insert(0, {root!r})
 from multiprocessing import resource_tracker
-from envs.env_manager import SubprocessEnvManager
+from envs.managers import SubprocessEnvManager
 
 if __name__ == "__main__":
     manager = SubprocessEnvManager("builtin:_Crash", {{"hang_at_step": 1}}, num_envs=2, seed=0)
@@ -282,7 +283,7 @@ def test_a_ctrl_c_during_close_hurries_it_then_comes_out_of_it() -> None:
 
 def test_in_process_close_closes_every_env_before_a_ctrl_c_comes_out() -> None:
     from envs.builtin import Simple
-    from envs.env_manager import InProcessEnvManager
+    from envs.managers.in_process import InProcessEnvManager
 
     closed: List[int] = []
 

@@ -11,7 +11,7 @@ from trainer_test_utils import make_spec, small_settings
 from envs.demo import DemoWriter
 from envs.exceptions import DemoError
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import BehavioralCloningSettings
+from trainers.config import BehavioralCloningSettings
 from trainers.stats import StatsReporter
 
 SPEC = make_spec(1, (3,), vector=2)

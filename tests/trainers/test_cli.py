@@ -10,7 +10,7 @@ import pytest
 import yaml
 from trainer_test_utils import config_path, crashing_workers_config
 
-from trainers.settings import load_settings
+from trainers.config import load_settings
 
 SIMPLE = config_path("Simple_discrete.yaml")
 

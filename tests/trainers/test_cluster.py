@@ -19,7 +19,7 @@ from trainer_test_utils import config_path, small_settings
 from trainers.exceptions import ConfigError
 from trainers.cli.learn import main
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import ClusterSettings, load_cluster_file, load_settings, write_resolved_config
+from trainers.config import ClusterSettings, load_cluster_file, load_settings, write_resolved_config
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 
@@ -146,9 +146,9 @@ def test_same_update_as_local_towers_and_each_tower_on_its_worker(cluster):
         for step, n in enumerate((37, 64)):  # an uneven split, then an even one
             mb = minibatch(n, seed=step)
             stats_local = local.optimizer.update(mb, 10, {})
-            remote.policy.begin_update()
+            remote.behavior_graph.begin_update()
             stats_remote = remote.optimizer.update(mb, 10, {})
-            remote.policy.end_update()
+            remote.behavior_graph.end_update()
             for key, value in stats_local.items():
                 assert stats_remote[key] == pytest.approx(value, abs=1e-6), key
         after_local, after_remote = weights(local), weights(remote)
@@ -164,7 +164,7 @@ def test_same_update_as_local_towers_and_each_tower_on_its_worker(cluster):
         feed = {opt.placeholders[k]: v for k, v in minibatch(32).items()}
         feed[opt.current_step] = 10
         metadata = tf.RunMetadata()
-        remote.policy.begin_update()
+        remote.behavior_graph.begin_update()
         remote.policy.update_session.run(
             opt._update_op, feed, options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata
         )

@@ -12,13 +12,13 @@ from trainer_test_utils import make_spec, random_obs, small_settings
 
 from envs.demo import DemoWriter
 from trainers import fields
-from trainers.optimizer_common import add_signal_field_placeholders
+from trainers.optimizer import add_signal_field_placeholders
 from trainers.ppo.trainer import PPOTrainer
 from trainers.reward_signals.base import RewardSignal
-from trainers.settings import CuriositySettings, ExtrinsicSettings, GAILSettings
+from trainers.config import CuriositySettings, ExtrinsicSettings, GAILSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
-from trainers.trajectory import Trajectory
+from trainers.loop.trajectory import Trajectory
 
 SPEC = make_spec(1, (3,))
 

@@ -272,7 +272,7 @@ def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch
 
     # A session with the general executor (a small PPO graph gets the single-threaded one,
     # whose runs are all in the caller's thread: nothing for the pools to choose).
-    monkeypatch.setattr("trainers.policy._runs_inline", lambda settings, spec: False)
+    monkeypatch.setattr("trainers.graph.runs_inline", lambda settings, spec: False)
     spec = make_spec(1, (3,))
     settings = small_settings(batch_size=16, buffer_size=64, num_epoch=1)
     trial = FastCallable.WARMUP_CALLS + FastCallable.TRIAL_CALLS
@@ -317,13 +317,13 @@ def test_auto_pool_update_stays_in_the_caller_thread_only_when_cheap(monkeypatch
 
 def test_small_ppo_sessions_run_inline_with_the_same_weights(monkeypatch):
     """A feed-forward PPO behavior on vector observations with the extrinsic reward gets a
-    session on TensorFlow's single-threaded executor (trainers.policy._runs_inline): its
+    session on TensorFlow's single-threaded executor (trainers.graph.runs_inline): its
     update stays in the caller's thread untried, and inference and updates give the same
     numbers as on the general executor. With memory, a camera, a reward-signal network, a
     threaded trainer or more than one tower, the general executor stays."""
     from dataclasses import replace
 
-    from trainers.settings import CuriositySettings, MemorySettings, NetworkSettings
+    from trainers.config import CuriositySettings, MemorySettings, NetworkSettings
     from trainers.tf.session import CALLER_THREAD, runs_inline
 
     spec = make_spec(1, (3,))
@@ -331,7 +331,7 @@ def test_small_ppo_sessions_run_inline_with_the_same_weights(monkeypatch):
     outputs = {}
     for inline in (True, False):
         if not inline:
-            monkeypatch.setattr("trainers.policy._runs_inline", lambda settings, spec: False)
+            monkeypatch.setattr("trainers.graph.runs_inline", lambda settings, spec: False)
         trainer = make_trainer(spec, settings, seed=3)
         assert runs_inline(trainer.policy.session) is inline
         rng = np.random.default_rng(7)
@@ -368,7 +368,7 @@ def test_only_unrolled_lstm_updates_skip_the_caller_thread_trial():
     executor it would drop), and the same network without memory below it (it is timed)."""
     from dataclasses import replace
 
-    from trainers.settings import MemorySettings, NetworkSettings
+    from trainers.config import MemorySettings, NetworkSettings
     from trainers.tf.session import FastCallable, _costly_op_count
 
     spec = make_spec(0, (2,), vector=1)

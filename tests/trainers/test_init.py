@@ -7,7 +7,7 @@ import pytest
 from trainer_test_utils import make_spec, small_settings
 
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import NetworkSettings, TrainerSettings
+from trainers.config import NetworkSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.tf.layers import SWISH_BIAS_STD

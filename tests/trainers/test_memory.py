@@ -15,11 +15,11 @@ from envs.builtin import Memory
 from trainers.buffer import pad_trajectory
 from trainers.ppo import optimizer as ppo_optimizer
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import MemorySettings, NetworkSettings, PPOSettings, TrainerSettings
+from trainers.config import MemorySettings, NetworkSettings, PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.tf.lstm import lstm_sequences, lstm_trajectory
-from trainers.trajectory import AgentProcessor
+from trainers.loop.trajectory import AgentProcessor
 
 MEMORY_SIZE = 8
 SEQ = 4
@@ -521,7 +521,7 @@ def test_recurrent_export_parity_over_a_rollout(tmp_path, env_kwargs):
     assert (names.PREV_ACTION in inputs) is bool(env_kwargs["discrete"])
     with pytest.raises(ExportError, match="without legacy names"):
         export_policy(trainer.policy, str(tmp_path / "legacy"), legacy_names=True)
-    from trainers.onnx_policy import OnnxPolicy
+    from trainers.export.onnx_policy import OnnxPolicy
 
     played = OnnxPolicy(result.onnx_path, trainer.spec)
     assert played.memory_size == MEMORY_SIZE

@@ -13,7 +13,7 @@ from envs.demo import DemoWriter
 from envs.exceptions import DemoError
 from trainers.ppo.trainer import PPOTrainer
 from trainers.reward_signals.gail import BETA_FLOOR, Z_SIZE, GAILRewardSignal, VAIL_ALPHA
-from trainers.settings import CuriositySettings, ExtrinsicSettings, GAILSettings
+from trainers.config import CuriositySettings, ExtrinsicSettings, GAILSettings
 from trainers.stats import StatsReporter
 
 SPEC = make_spec(1, (3,))  # hybrid: every action path of every signal
@@ -328,7 +328,7 @@ def test_gail_reward_is_zero_before_the_first_update(gail_trainer):
 def test_gail_value_targets_bootstrap_through_terminal_states(demo_path):
     """TF release_1: GAIL (like curiosity) has no terminal states, so the last return of an
     ended episode still adds gamma x V(next obs); the extrinsic return stops there."""
-    from trainers.trajectory import Trajectory
+    from trainers.loop.trajectory import Trajectory
 
     trainer = make_trainer({"extrinsic": ExtrinsicSettings(gamma=0.9),
                             "gail": GAILSettings(demo_path=demo_path, encoding_size=16, gamma=0.8)})

@@ -17,7 +17,7 @@ from trainer_test_utils import CONFIG_DIR, make_spec, random_obs
 from trainers.sac.optimizer import target_entropies
 from trainers.sac.replay import ReplayBuffer
 from trainers.sac.trainer import REPLAY_FILE, SACTrainer
-from trainers.settings import (
+from trainers.config import (
     BehavioralCloningSettings,
     CuriositySettings,
     ExtrinsicSettings,
@@ -29,7 +29,7 @@ from trainers.settings import (
 )
 from trainers.stats import StatsReporter
 from trainers.tf import tf
-from trainers.trajectory import Trajectory
+from trainers.loop.trajectory import Trajectory
 
 ROOT = os.path.dirname(CONFIG_DIR)
 DEMO_DISCRETE = os.path.join(CONFIG_DIR, "demos", "SimpleDiscrete.demo")

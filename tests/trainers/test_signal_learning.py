@@ -10,7 +10,7 @@ import os
 import yaml
 from trainer_test_utils import config_path
 
-from trainers.settings import load_settings
+from trainers.config import load_settings
 
 REWARD = "Environment/Cumulative Reward"
 

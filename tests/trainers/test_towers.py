@@ -186,7 +186,7 @@ SEQ = 4
 
 
 def build_recurrent(devices, restore=None):
-    from trainers.settings import MemorySettings
+    from trainers.config import MemorySettings
 
     base = small_settings()
     network = dataclasses.replace(base.network_settings, memory=MemorySettings(memory_size=8, sequence_length=SEQ))

@@ -137,7 +137,7 @@ def test_3dball_example_config_loads():
     from trainer_test_utils import config_path
 
     from envs.unity.manager import engine_config
-    from trainers.settings import load_settings
+    from trainers.config import load_settings
 
     options = load_settings(config_path("3DBall.yaml"))
     assert options.env_settings.env_path is None and options.env_settings.timeout_wait == 60

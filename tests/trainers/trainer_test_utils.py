@@ -8,7 +8,7 @@ import numpy as np
 import yaml
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
-from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
+from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "config")
 

@@ -227,6 +227,7 @@ def _record(args: Mapping[str, Any]) -> int:
         raise _UsageError(f"no environment: pass --env=<id> or set env_settings.env_path in {args['<config>']}")
     steps = _int_option(args, "--steps", 1)
     agents = _int_option(args, "--agents", 1)
+    assert agents is not None  # docopt gives its [default: 1]
     seed = _int_option(args, "--seed", 0)
     if seed is None:
         config_seed = settings["seed"]

@@ -71,7 +71,7 @@ def _resolve_prefix(run_dir: str, behavior: str, file_path: str) -> str:
 
 
 def latest_checkpoints(run_dir: str, behavior: Optional[str]) -> List[Target]:
-    from trainers.stats import TrainingStatus
+    from trainers.loop.status import TrainingStatus
 
     status_path = RunLayout(run_dir).training_status
     if not os.path.isfile(status_path):
@@ -202,10 +202,11 @@ def _spec_from_env(options, wanted: Sequence[str]):
 
 def restore_policy(name: str, spec, settings, prefix: str, seed: int):
     """The actor alone (no optimizer, no reward signals), restored from a trainer checkpoint."""
+    from trainers.graph import BehaviorGraph
     from trainers.policy import Policy
     from trainers.tf import tf
 
-    policy = Policy(name, spec, settings, seed, cpu_only=True)
+    policy = Policy(name, spec, settings, BehaviorGraph(settings, spec, seed, cpu_only=True))
     with policy.graph.as_default():
         saver = tf.train.Saver(var_list=policy.graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES))
     try:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
 
@@ -59,6 +59,12 @@ from trainers import __version__, show_tensorflow_logs
 from trainers.cli import usage_error
 from trainers.exceptions import CheckpointError, ConfigError, TrainerError, os_error_line, shorten
 from trainers.layout import RunLayout, behavior_dir_name, model_file_name
+
+if TYPE_CHECKING:  # annotations only: this module must not import TensorFlow when loaded
+    from envs.base_env import BehaviorSpec
+    from envs.unity.options import UnityOptions
+    from trainers.config import RunOptions
+    from trainers.trainer import Trainer
 
 INT_OPTIONS = {
     "--num-envs": "num_envs",
@@ -79,7 +85,7 @@ FLOAT_OPTIONS = {"--time-scale": "time_scale"}
 SWITCHES = ("--resume", "--force", "--inference", "--debug", "--no-graphics", "--no-graphics-monitor")
 
 
-def unity_options(options: Any) -> Any:
+def unity_options(options: RunOptions) -> UnityOptions:
     """`envs.unity.manager.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
     from envs.unity.options import UnityOptions, engine_config
 
@@ -188,7 +194,7 @@ def export_hook(formats: tuple) -> Callable[[Any, str], None]:
     return hook
 
 
-def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behaviors: int) -> None:
+def _load_onnx_policy(trainer: Trainer, model: str, name: str, spec: BehaviorSpec, num_behaviors: int) -> None:
     from trainers.export.onnx_policy import OnnxPolicy
 
     if model.endswith(".onnx") and num_behaviors > 1:
@@ -196,8 +202,8 @@ def _load_onnx_policy(trainer: Any, model: str, name: str, spec: Any, num_behavi
             f"--model={model}: one file for {num_behaviors} behaviors; give a directory of <Behavior>.onnx files"
         )
     path = model if model.endswith(".onnx") else os.path.join(model, model_file_name(behavior_dir_name(name), "onnx"))
-    trainer.policy.session.close()
-    trainer.policy = OnnxPolicy(path, spec)
+    trainer.behavior_graph.session.close()  # the checkpoint's weights are not used
+    trainer.use_actor(OnnxPolicy(path, spec))
 
 
 def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
@@ -217,7 +223,7 @@ def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
     return 0
 
 
-def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: Any) -> Optional[Tuple[int, str]]:
+def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: Any) -> Tuple[int, str]:
     """--resume / --inference: the newest complete checkpoint of ``name`` (even one the
     status file does not list yet: a run killed right after writing it; half-written ones
     are skipped). Refuses, rather than playing or continuing an untrained policy, when none
@@ -265,8 +271,9 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
     from trainers.sac.trainer import SACTrainer
     from envs.managers.base import resolve_seed
     from trainers.config import cluster_refusal, write_resolved_config
-    from trainers.trainer_base import Trainer
-    from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter, TrainingStatus
+    from trainers.trainer import Trainer
+    from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter
+    from trainers.loop.status import TrainingStatus
 
     ckpt = options.checkpoint_settings
     env_settings = options.env_settings
@@ -367,11 +374,11 @@ def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -
                 if model is not None:
                     _load_onnx_policy(trainer, model, name, spec, len(specs))
                 elif ckpt.resume or ckpt.inference:
-                    found = _restore_for_run(trainer, name, run_dir, status, ckpt)
+                    step_and_prefix = _restore_for_run(trainer, name, run_dir, status, ckpt)
                     trainer.episodes = status.get_episodes(name) if ckpt.resume else 0
                     if ckpt.resume:
-                        restored[name] = found[0]
-                        adopt_checkpoint(status, name, *found)
+                        restored[name] = step_and_prefix[0]
+                        adopt_checkpoint(status, name, *step_and_prefix)
                 elif init_status is not None:
                     found = restore_newest(
                         trainer, checkpoint_candidates(init_dir, name, init_status), _warn, reset_step=True

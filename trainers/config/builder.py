@@ -9,6 +9,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -132,7 +133,7 @@ def _coerce(raw: Any, hint: Any, where: _Where, key: str) -> Tuple[Any, str]:
             return None, location
         hint = options[0]
     origin = get_origin(hint)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a class (hints are never instances)
         return _build(hint, raw, where.child(key)), location
     if hint is int:
         if from_cli and isinstance(raw, str):
@@ -167,7 +168,10 @@ def _coerce(raw: Any, hint: Any, where: _Where, key: str) -> Tuple[Any, str]:
     return raw, location
 
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T", bound="DataclassInstance")  # a settings dataclass
 
 
 def _construct(cls: Type[_T], kwargs: Mapping[str, Any], locate: Callable[[str], str]) -> _T:

@@ -88,6 +88,7 @@ def _live_reference(
     ``recurrent_out`` too, as ``[N, 1, memory_size]``)."""
     feed = {ph: o for ph, o in zip(policy.obs, obs)}
     if policy.action_masks is not None:
+        assert masks is not None  # both exist exactly when the spec has discrete branches
         feed[policy.action_masks] = masks
     fetch: Dict[str, tf.Tensor] = {}
     if memory is not None:
@@ -99,6 +100,7 @@ def _live_reference(
         if policy.deterministic_continuous is not None:
             fetch[names.LEGACY_ACTION] = policy.deterministic_continuous
         else:
+            assert policy.actor.discrete is not None  # legacy models are continuous or discrete
             fetch["discrete_probs"] = policy.actor.discrete.log_probs
             fetch[names.DETERMINISTIC_DISCRETE_ACTIONS] = policy.deterministic_discrete
     else:
@@ -166,6 +168,7 @@ def _check_sampled(
         if d.shape != (n, a.discrete_size) or d.dtype != np.int64:
             problems.append(f"{names.DISCRETE_ACTIONS} is {d.dtype}{d.shape}, expected int64{(n, a.discrete_size)}")
         else:
+            assert masks is not None  # `check_inputs` makes masks for every discrete spec
             offset = 0
             for b, size in enumerate(a.discrete_branches):
                 chosen = d[:, b]
@@ -266,6 +269,7 @@ def verify(
                 memory[runtime] if recurrent else None, prev[runtime] if with_prev else None,
             )
             if runtime == "onnx":
+                assert session is not None  # "onnx" is a runtime only with onnx_bytes
                 got = dict(zip(frozen.output_names, session.run(list(frozen.output_names), feeds)))
             else:
                 got = run_frozen(frozen, feeds)

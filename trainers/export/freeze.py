@@ -4,7 +4,7 @@ constants (`freeze_actor`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from trainers.exceptions import TrainerError
 from trainers.policy import Policy, build_actor
 from trainers.tf import names, tf
 from trainers.tf.distributions import env_continuous
-from trainers.tf.normalizer import CLIP as NORMALIZER_CLIP
+from trainers.tf.normalizer import CLIP as NORMALIZER_CLIP, Normalizer
 
 
 class ExportError(TrainerError):
@@ -124,6 +124,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                     obs.append(tf.placeholder(tf.float32, (None,) + o.shape, name=name))
                     inputs.append(name)
                 else:
+                    assert vector_in is not None  # built above: this spec is in vector_specs
                     obs.append(vector_in[:, offset : offset + o.shape[0]])
                     offset += o.shape[0]
         else:
@@ -150,8 +151,10 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
             if action_spec.is_discrete:
                 prev_action = tf.placeholder(tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION)
                 inputs.append(names.PREV_ACTION)
+        # build_actor only calls ``normalize`` on them: a `_ConstNormalizer` stands in for a `Normalizer`.
         actor = build_actor(
-            obs, masks, spec, network, normalizers, policy.squashed, memory_in=memory_in, prev_action=prev_action
+            obs, masks, spec, network, cast(Sequence[Optional[Normalizer]], normalizers), policy.squashed,
+            memory_in=memory_in, prev_action=prev_action,
         )
 
         if legacy_names:
@@ -159,12 +162,14 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                 eps = tf.placeholder(tf.float32, [None, action_spec.continuous_size], name=names.LEGACY_EPSILON)
                 inputs.append(names.LEGACY_EPSILON)
                 gauss = actor.continuous
+                assert gauss is not None  # built for a continuous spec
                 raw = gauss.mean + tf.exp(gauss.log_std) * eps
                 tf.identity(env_continuous(raw), name=names.LEGACY_ACTION)
                 per_dim = -0.5 * tf.square(eps) - gauss.log_std - 0.5 * float(np.log(2.0 * np.pi))
                 tf.identity(per_dim, name=names.LEGACY_ACTION_PROBS)
                 shape = action_spec.continuous_size
             else:
+                assert actor.discrete is not None  # built for a discrete spec
                 log_probs = tf.concat(actor.discrete.log_probs, axis=1)
                 tf.identity(log_probs, name=names.LEGACY_ACTION)
                 tf.exp(log_probs, name=names.LEGACY_ACTION_PROBS)

@@ -3,10 +3,13 @@ opsets it can be written at."""
 from __future__ import annotations
 
 import logging
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from trainers.export.freeze import ExportError, FrozenActor
 from trainers.tf import names
+
+if TYPE_CHECKING:  # onnx is optional (the ``export`` extra), imported where used
+    import onnx
 
 # Opset 9 is what ML-Agents exports (``SerializationSettings.onnx_opset``) and what every
 # Unity runtime imports: Barracuda 1.x-2.x (ML-Agents 1.x-2.x) and Sentis / Inference

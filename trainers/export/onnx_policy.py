@@ -127,9 +127,9 @@ class OnnxPolicy:
                 )
         if action.is_discrete:
             got = _dims(self._inputs[names.ACTION_MASKS])[1:]
-            want = sum(action.discrete_branches)
-            if got != [want] and not (len(got) == 1 and not isinstance(got[0], int)):
-                raise self._fail(f"input {names.ACTION_MASKS} has shape {got}, but the branches {list(action.discrete_branches)} need [{want}]")
+            width = sum(action.discrete_branches)
+            if got != [width] and not (len(got) == 1 and not isinstance(got[0], int)):
+                raise self._fail(f"input {names.ACTION_MASKS} has shape {got}, but the branches {list(action.discrete_branches)} need [{width}]")
 
     def _read_constants(self) -> Dict[str, np.ndarray]:
         wanted = [
@@ -262,6 +262,7 @@ class OnnxPolicy:
         cont = next(values).astype(np.float32) if action.is_continuous else np.zeros((n, 0), np.float32)
         disc = next(values).astype(np.int32) if action.is_discrete else np.zeros((n, 0), np.int32)
         if self.use_recurrent:
+            assert agent_keys is not None  # checked above
             memory_out = next(values)[:, 0, :]
             for j, key in enumerate(agent_keys):
                 self._memories[key] = memory_out[j]
@@ -270,6 +271,9 @@ class OnnxPolicy:
 
     # Interface parity with `Policy` for the controller in inference mode.
     normalize = False
+
+    def sync_acting_weights(self) -> None:
+        """A loaded model's weights never change."""
 
     def update_normalization(self, obs: Sequence[np.ndarray]) -> None:  # pragma: no cover - inference only
         """Nothing to update: the normalizer is frozen into the model."""

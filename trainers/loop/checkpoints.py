@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from trainers.exceptions import CheckpointError
 from trainers.layout import RunLayout, checkpoint_step
 from trainers.loop.status import CheckpointEntry, TrainingStatus
+
+if TYPE_CHECKING:  # annotations only: trainers.trainer imports TensorFlow (and this package)
+    from trainers.trainer import Trainer
 
 
 def run_relative(behavior: str, prefix: str) -> str:
@@ -43,7 +46,7 @@ def checkpoint_candidates(run_dir: str, behavior: str, status: TrainingStatus) -
 
 
 def restore_newest(
-    trainer: Any, candidates: List[Tuple[int, str]], warn: Callable[[str], None], reset_step: bool = False
+    trainer: Trainer, candidates: List[Tuple[int, str]], warn: Callable[[str], None], reset_step: bool = False
 ) -> Optional[Tuple[int, str]]:
     """Restores the newest candidate that loads; returns its ``(step, prefix)`` or None.
 

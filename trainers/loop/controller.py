@@ -16,7 +16,7 @@ normalizer takes in a trajectory that has just finished one inference call later
 written every ``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an
 env worker or a cluster worker fails.
 Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
-(`trainers.threaded`; the hooks are together at the end of `TrainerController`); a
+(`trainers.loop.threaded`; the hooks are together at the end of `TrainerController`); a
 checkpoint then waits for the running update, so none is written mid-update.
 
 Env workers step in lockstep (every worker, then the next step once all have answered),
@@ -34,12 +34,12 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 
 from envs.base_env import ActionTuple, DecisionSteps, allowed_mask, behavior_ids
-from envs.env_manager import EnvManager, EnvStep
+from envs.managers.base import EnvManager, EnvStep
 from envs.exceptions import EnvInterrupted, EnvWorkerError
 from trainers.exceptions import WorkerLostError
 from trainers.layout import RunLayout
@@ -49,7 +49,7 @@ from trainers.loop.threaded import BackgroundUpdater
 from trainers.loop.trajectory import AgentProcessor, Trajectory
 from trainers.policy import ActionInfo
 from trainers.stats.reporter import StatsAggregation, StatsReporter
-from trainers.trainer_base import Trainer
+from trainers.trainer import Trainer
 
 CheckpointHook = Callable[[Trainer, str], None]
 
@@ -147,7 +147,7 @@ class TrainerController:
                 AgentProcessor(trainer.spec, s.time_horizon, record=training),
                 stats[name],
                 self.layout.behavior_dir(name),
-                recurrent=bool(getattr(trainer.policy, "use_recurrent", False)),
+                recurrent=trainer.actor.use_recurrent,
                 ids=tuple(ids.get(name, (name,))),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
@@ -287,7 +287,7 @@ class TrainerController:
             for env_step, bid in parts:
                 decision, terminal = env_step.steps[bid]
                 if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
-                    b.trainer.policy.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
+                    b.trainer.actor.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
                 n = len(decision)
                 decisions.append(decision)
                 counts.append(n)
@@ -309,17 +309,18 @@ class TrainerController:
                 done.masks = mask_parts[0]
             else:
                 done.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
-                done.masks = np.concatenate(mask_parts) if branches else None
+                # With discrete branches every part has a mask.
+                done.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
             keys = (
                 [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
                 if b.recurrent
                 else None
             )
-            info = done.info = b.trainer.policy.act(
+            info = done.info = b.trainer.actor.act(
                 done.obs, done.masks, deterministic=not self.training, agent_keys=keys
             )
-            for (env_step, bid), rows in zip(parts, done.rows):
-                actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[rows], info.discrete[rows])
+            for (env_step, bid), part in zip(parts, done.rows):
+                actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[part], info.discrete[part])
             self.timers.inference += time.perf_counter() - t
         return actions, acted
 
@@ -340,6 +341,7 @@ class TrainerController:
                     b.trainer.record_episodes(episodes)
             info, obs, masks = done.info, done.obs, done.masks
             if info is not None:
+                assert obs is not None  # set with info by _act
                 for (env_step, _), decision, rows in zip(done.parts, done.decisions, done.rows):
                     if rows.stop > rows.start:
                         b.processor.add_actions(
@@ -483,6 +485,4 @@ class TrainerController:
     def _sync_acting_weights(self) -> None:
         """Threaded policies act with a copy of the actor: fill it (fresh or restored weights)."""
         for b in self.behaviors.values():
-            sync = getattr(b.trainer.policy, "sync_acting_weights", None)
-            if sync is not None:
-                sync()
+            b.trainer.actor.sync_acting_weights()

@@ -36,9 +36,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from trainers.loop.trajectory import Trajectory
+from trainers.trainer import Trainer
 
 #: GIL switch interval while an update thread runs. The update thread holds the GIL between
 #: its ``sess.run`` calls (minibatch slicing, feeds); with Python's default 5 ms the
@@ -63,7 +64,7 @@ def _update_finished() -> None:
 class BackgroundUpdater:
     """Runs one trainer's updates in a thread; see the module docstring."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.version = 0  # updates whose weights are in the acting copy
         self._thread: Optional[threading.Thread] = None
@@ -90,7 +91,7 @@ class BackgroundUpdater:
         assert self._thread is None, "one update at a time"
         lagged = self._lagged
         self._lagged = 0
-        total = self.trainer.buffer.num_experiences
+        total = self.trainer.experiences
 
         def run() -> None:
             try:

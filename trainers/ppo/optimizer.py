@@ -29,10 +29,10 @@ from trainers.fields import (
     obs_key,
     signal_key,
 )
-from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
+from trainers.optimizer import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, recurrent_encoding
 from trainers.reward_signals.base import FeedDict, RewardSignal
-from trainers.settings import NetworkSettings, PPOSettings, TrainerSettings
+from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
@@ -101,6 +101,7 @@ def build_recurrent_critic(
         (signal -> ``[B]`` values, ``[S, memory_size]`` final memories; with
         ``whole_trajectory`` ``[T, memory_size]``, the memory after every step).
     """
+    assert network.memory is not None, "a recurrent critic needs network_settings.memory"
     memory_size = network.memory.memory_size
     with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
@@ -135,7 +136,9 @@ def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) ->
     """
     if settings.updates_in_thread or (os.cpu_count() or 1) < 2 or any("gpu" in d.lower() for d in devices):
         return True
-    length = settings.network_settings.memory.sequence_length
+    memory = settings.network_settings.memory
+    assert memory is not None  # recurrent runs only
+    length = memory.sequence_length
     return _PARTNERED_OPS_PER_STEP * length + _PARTNERED_OPS_REST <= FastCallable.POOL_UNTRIED_OPS
 
 
@@ -150,8 +153,9 @@ class PPOOptimizer(OptimizerBase):
         devices: Sequence[str] = ("/cpu:0",),
     ) -> None:
         super().__init__(policy, settings, signals, devices)
-        self.hyperparameters: PPOSettings = settings.hyperparameters
-        hp = self.hyperparameters
+        hp = settings.hyperparameters
+        assert isinstance(hp, PPOSettings)
+        self.hyperparameters: PPOSettings = hp
         spec = policy.spec
         with policy.graph.as_default():
             self.current_step = tf.placeholder(tf.int64, [], name="current_step")
@@ -187,12 +191,12 @@ class PPOOptimizer(OptimizerBase):
                 post_ops.extend(ops)
                 self._group_targets[group].extend(ops)
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
-                step_update = tf.assign(policy.global_step, self.current_step)
+                step_update = tf.assign(policy.behavior_graph.global_step, self.current_step)
             self._update_op = tf.group(step_update, *self.towers.apply_ops.values(), *post_ops)
             # The separate-runs mode's policy run must not trigger the other groups' applies
             # (step_update above depends on all of them).
             with tf.control_dependencies([self.towers.apply_ops["ppo"]]):
-                self._group_targets["ppo"].append(tf.assign(policy.global_step, self.current_step).op)
+                self._group_targets["ppo"].append(tf.assign(policy.behavior_graph.global_step, self.current_step).op)
             self._stat_names = sorted(self.towers.stats)
             self._stat_names.extend(["learning_rate", "beta", "epsilon"])
             self._stat_tensors = [self.towers.stats[n] for n in sorted(self.towers.stats)] + [
@@ -299,6 +303,7 @@ class PPOOptimizer(OptimizerBase):
             # variables and results as `build_recurrent_critic`, half the unrolled ops.
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 critic_encoding = build_body(obs, spec.observation_specs, network, policy.normalizers, "encoder")
+                assert network.memory is not None  # recurrent only
                 partner = LSTMPartner(critic_encoding, shard[CRITIC_MEMORY], network.memory.memory_size, "lstm")
         actor: ActorTensors = build_actor(
             obs, shard.get(ACTION_MASK), spec, network, policy.normalizers,
@@ -397,8 +402,12 @@ class PPOOptimizer(OptimizerBase):
             self._trajectory_fn = FastCallable(self.policy.session, fetches, feeds)
         n = len(obs[0]) - 1
         if not self.uses_critic_memory:
+            # The actor's memory before the first step starts the unroll (recurrent callers
+            # always give it, and the previous actions with discrete actions).
+            assert actor_memory is not None
             feeds = list(obs) + [actor_memory[:1]]
             if self.policy.prev_action is not None:
+                assert prev_actions is not None
                 feeds.append(prev_actions)
             out = self._trajectory_fn(*feeds)
             return {s: v for s, v in zip(self.signals, out)}, None

@@ -6,7 +6,7 @@ buffer; the controller feeds it trajectories and asks it to update when the buff
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -30,11 +30,12 @@ from trainers.fields import (
     signal_key,
 )
 from trainers.ppo.optimizer import PPOOptimizer
-from trainers.optimizer_common import prepare_signal_feeds
-from trainers.settings import PPOSettings, TrainerSettings
+from trainers.tf.cluster import Chief
+from trainers.optimizer import prepare_signal_feeds
+from trainers.config import PPOSettings, TrainerSettings
 from trainers.stats import StatsReporter
-from trainers.trainer_base import Trainer
-from trainers.trajectory import Trajectory
+from trainers.trainer import Trainer
+from trainers.loop.trajectory import Trajectory
 
 # Update statistics -> the TensorBoard tags ML-Agents users read.
 UPDATE_TAGS = {
@@ -65,18 +66,19 @@ class PPOTrainer(Trainer):
         seed: int,
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
-        cluster: Optional[Any] = None,
+        cluster: Optional[Chief] = None,
     ) -> None:
         """``cluster``: a ``trainers.tf.cluster.Chief``; its towers replace ``devices``."""
         if cluster is not None:
             devices = cluster.tower_devices
         super().__init__(behavior_name, spec, settings, stats, seed, devices, cpu_only)
+        hp = settings.hyperparameters
+        assert isinstance(hp, PPOSettings)
+        self.hyperparameters: PPOSettings = hp
         self.optimizer = PPOOptimizer(self.policy, settings, self.signals, devices)
         # Behavioral cloning: built now, in the policy graph, before the graph is finalised.
         self.bc: Optional[BCModule] = None
         if settings.behavioral_cloning is not None:
-            hp = settings.hyperparameters
-            assert isinstance(hp, PPOSettings)
             self.bc = BCModule(
                 self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, hp.num_epoch, seed
             )
@@ -88,7 +90,7 @@ class PPOTrainer(Trainer):
 
     def process_trajectory(self, traj: Trajectory) -> None:
         """Normalizer update, value estimates, per-signal rewards, GAE; appends to buffer."""
-        hp = self.settings.hyperparameters
+        hp = self.hyperparameters
         if self.policy.normalize:
             self.policy.update_normalization(traj.obs)
         obs_all = [np.concatenate([o, n], axis=0) for o, n in zip(traj.obs, traj.next_obs)]
@@ -126,6 +128,7 @@ class PPOTrainer(Trainer):
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
         fields[ADVANTAGES] = total_adv
         if recurrent:
+            assert traj.memory is not None  # a recurrent policy's trajectories carry it
             fields[MEMORY] = traj.memory
             if traj.prev_action is not None:
                 fields[PREV_ACTION] = traj.prev_action
@@ -141,6 +144,10 @@ class PPOTrainer(Trainer):
     # ----------------------------------------------------------------- update
 
     @property
+    def experiences(self) -> int:
+        return self.buffer.num_experiences
+
+    @property
     def ready_to_update(self) -> bool:
         """ML-Agents' rule: update once the buffer holds *more* than ``buffer_size`` rows
         (the whole buffer is then used, in ``rows // batch_size`` minibatches per epoch)."""
@@ -151,7 +158,7 @@ class PPOTrainer(Trainer):
 
         Returns the update statistics averaged over every minibatch.
         """
-        hp = self.settings.hyperparameters
+        hp = self.hyperparameters
         # Recurrent: the packed trajectories' last sequence is padded (masks 0) to whole
         # sequences; buffer_size counted real rows (trainers/buffer.py).
         self.buffer.pad_to_sequences(self.policy.sequence_length)
@@ -164,7 +171,7 @@ class PPOTrainer(Trainer):
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
-        self.policy.begin_update()  # on a cluster: the weights go there
+        self.behavior_graph.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
                 feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch[MASKS]))
@@ -172,7 +179,7 @@ class PPOTrainer(Trainer):
                 for name, value in run_update(minibatch, self.step, feed).items():
                     totals[name] += value
                 count += 1
-        self.policy.end_update()  # ... and come back
+        self.behavior_graph.end_update()  # ... and come back
         self.buffer.clear()
         self.has_updated = True
         averaged = {k: v / max(count, 1) for k, v in totals.items()}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from envs.base_env import ActionSpec, BehaviorSpec
 from trainers.fields import CONTINUOUS_ACTION, DISCRETE_ACTION
-from trainers.settings import NetworkSettings
+from trainers.config import NetworkSettings
 from trainers.tf import tf
 from trainers.tf.distributions import env_continuous
 from trainers.tf.normalizer import Normalizer

@@ -17,7 +17,7 @@ import numpy as np
 
 from typing import TYPE_CHECKING
 
-from trainers.settings import RewardSignalSettings
+from trainers.config import RewardSignalSettings
 from trainers.tf import tf
 from trainers.tf.towers import OptimizerGroup
 

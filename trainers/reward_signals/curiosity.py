@@ -28,7 +28,7 @@ import numpy as np
 from trainers.fields import CONTINUOUS_ACTION, DISCRETE_ACTION, MASKS, NEXT_OBS, OBS, next_obs_key, obs_key
 from trainers.reward_signals._features import action_features, action_placeholders, obs_placeholders, signal_network
 from trainers.reward_signals.base import RewardSignal, SignalTower
-from trainers.settings import CuriositySettings
+from trainers.config import CuriositySettings
 from trainers.tf import tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense, swish

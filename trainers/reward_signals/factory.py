@@ -8,7 +8,7 @@ from trainers.reward_signals.base import RewardSignal
 from trainers.reward_signals.curiosity import CuriosityRewardSignal
 from trainers.reward_signals.extrinsic import ExtrinsicRewardSignal
 from trainers.reward_signals.gail import GAILRewardSignal
-from trainers.settings import RewardSignalSettings
+from trainers.config import RewardSignalSettings
 
 if TYPE_CHECKING:
     from trainers.policy import Policy

@@ -53,7 +53,7 @@ from trainers.reward_signals._features import (
     signal_network,
 )
 from trainers.reward_signals.base import FeedDict, RewardSignal, SignalTower
-from trainers.settings import GAILSettings
+from trainers.config import GAILSettings
 from trainers.tf import tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense, swish

@@ -38,7 +38,7 @@ rows split over devices, row-weighted averaging), then the target update runs.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -55,10 +55,10 @@ from trainers.fields import (
     obs_key,
     signal_key,
 )
-from trainers.optimizer_common import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
+from trainers.optimizer import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
 from trainers.reward_signals.base import FeedDict, RewardSignal
-from trainers.settings import NetworkSettings, SACSettings, TrainerSettings
+from trainers.config import NetworkSettings, SACSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
@@ -78,11 +78,11 @@ CONTINUOUS_TARGET_ENTROPY_SCALE = 1.0
 SAC_GROUPS = ("sac_policy", "sac_critic", "sac_entropy")
 
 
-def target_entropies(spec: BehaviorSpec) -> Dict[str, object]:
+def target_entropies(spec: BehaviorSpec) -> Dict[str, Any]:
     """ML-Agents' target entropies: ``continuous`` ``-c`` and ``discrete`` (one per branch)
     ``0.2 log(branch size)``."""
     a = spec.action_spec
-    out: Dict[str, object] = {}
+    out: Dict[str, Any] = {}  # ``continuous``: float; ``discrete``: one float per branch
     if a.is_continuous:
         out["continuous"] = -CONTINUOUS_TARGET_ENTROPY_SCALE * float(a.continuous_size)
     if a.is_discrete:
@@ -118,8 +118,9 @@ class SACOptimizer(OptimizerBase):
         devices: Sequence[str] = ("/cpu:0",),
     ) -> None:
         super().__init__(policy, settings, signals, devices)
-        self.hyperparameters: SACSettings = settings.hyperparameters
-        hp = self.hyperparameters
+        hp = settings.hyperparameters
+        assert isinstance(hp, SACSettings)
+        self.hyperparameters: SACSettings = hp
         spec = policy.spec
         a = spec.action_spec
         self._branches = list(a.discrete_branches)
@@ -177,7 +178,7 @@ class SACOptimizer(OptimizerBase):
             tau = hp.tau
             with tf.control_dependencies(sac_applies):
                 soft = [tf.assign(t, (1.0 - tau) * t + tau * v) for t, v in zip(target, live)]
-                step_update = tf.assign(policy.global_step, self.current_step)
+                step_update = tf.assign(policy.behavior_graph.global_step, self.current_step)
             self.init_target_op = tf.group(*[tf.assign(t, v) for t, v in zip(target, live)], name="sac_target_init")
             self.sac_op = tf.group(*sac_applies, *soft, step_update)
             signal_ops: List[tf.Operation] = []
@@ -370,7 +371,7 @@ class SACOptimizer(OptimizerBase):
         self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: Optional[FeedDict] = None,
         with_signals: bool = True, extra_targets: Sequence[tf.Operation] = (),
         extra_fetches: Sequence[tf.Tensor] = (), extra_feeds: Sequence[tf.Tensor] = (),
-        extra_values: Sequence[np.ndarray] = (),
+        extra_values: Sequence[object] = (),
     ) -> Dict[str, float]:
         """**One** ``sess.run``: the SAC groups' averaged gradients, the target update and,
         ``with_signals``, every reward signal's update (and ``extra_targets``: BC) too.

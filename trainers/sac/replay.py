@@ -144,7 +144,8 @@ class ReplayBuffer:
         meta = np.array([self.sequence_length, self.rows_added, step], np.int64)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
-            np.savez(f, __meta__=meta, **arrays)
+            # numpy's stub types **kwargs as its own allow_pickle: bool; they are arrays here.
+            np.savez(f, __meta__=meta, **arrays)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -29,13 +29,13 @@ from trainers.bc import BCModule
 from trainers.exceptions import CheckpointError
 from trainers.layout import REPLAY_BUFFER_FILE
 from trainers.fields import REWARDS, SAC_NOISE, TERMINAL, next_obs_key, obs_key, signal_key
-from trainers.optimizer_common import prepare_signal_feeds
+from trainers.optimizer import prepare_signal_feeds
 from trainers.sac.optimizer import SACOptimizer
 from trainers.sac.replay import ReplayBuffer
-from trainers.settings import SACSettings, TrainerSettings
+from trainers.config import SACSettings, TrainerSettings
 from trainers.stats import StatsReporter
-from trainers.trainer_base import Trainer
-from trainers.trajectory import Trajectory
+from trainers.trainer import Trainer
+from trainers.loop.trajectory import Trajectory
 
 REPLAY_FILE = REPLAY_BUFFER_FILE  # the file's name is trainers.layout's; kept here for importers
 
@@ -118,6 +118,10 @@ class SACTrainer(Trainer):
 
     def _due(self, counter: int, steps_per_update: float) -> bool:
         return (self.step - self.hyperparameters.buffer_init_steps) / counter > steps_per_update
+
+    @property
+    def experiences(self) -> int:
+        return self.replay.num_experiences
 
     @property
     def ready_to_update(self) -> bool:

@@ -10,28 +10,12 @@ without TensorFlow.
 
 Modules: `reporter` (StatsReporter, StatsAggregation, StatsSummary, the StatsWriter
 interface), `writers` (ConsoleWriter, TensorboardWriter, CSVWriter),
-`_tfrecord` (the TFRecord/event-file framing). `behavior_dir_name` is `trainers.layout`'s
-(the run folder's paths), re-exported here where callers found it.
-
-`TrainingStatus` (the run's ``run_logs/training_status.json``) lives in
-`trainers.loop.status`; it is re-exported here for one release.
+`_tfrecord` (the TFRecord/event-file framing). The run's ``training_status.json`` is
+`trainers.loop.status`'s; the run folder's paths are `trainers.layout`'s.
 """
 
-from trainers.loop.status import (  # noqa: F401  (re-exported for one release)
-    STATS_FORMAT_VERSION,
-    BehaviorStatus,
-    CheckpointEntry,
-    StatusMetadata,
-    TrainingStatus,
-)
 from trainers.stats._tfrecord import masked_crc32c
-from trainers.stats.reporter import (
-    StatsAggregation,
-    StatsReporter,
-    StatsSummary,
-    StatsWriter,
-    behavior_dir_name,
-)
+from trainers.stats.reporter import StatsAggregation, StatsReporter, StatsSummary, StatsWriter
 from trainers.stats.writers import (  # noqa: F401  (_flatten: tests)
     IS_TRAINING_TAG,
     REWARD_TAG,
@@ -44,7 +28,6 @@ from trainers.stats.writers import (  # noqa: F401  (_flatten: tests)
 __all__ = [
     "REWARD_TAG",
     "IS_TRAINING_TAG",
-    "behavior_dir_name",
     "StatsAggregation",
     "StatsSummary",
     "StatsWriter",
@@ -53,9 +36,4 @@ __all__ = [
     "CSVWriter",
     "StatsReporter",
     "masked_crc32c",
-    "STATS_FORMAT_VERSION",
-    "CheckpointEntry",
-    "BehaviorStatus",
-    "StatusMetadata",
-    "TrainingStatus",
 ]

@@ -17,8 +17,6 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
 
-# The run folder's names live in trainers.layout; re-exported here, where callers found it.
-from trainers.layout import behavior_dir_name  # noqa: F401
 
 
 class StatsAggregation(enum.Enum):

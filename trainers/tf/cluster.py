@@ -35,10 +35,10 @@ import signal
 import socket
 import sys
 import time
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from trainers.exceptions import ClusterError, WorkerLostError
-from trainers.settings import ClusterSettings
+from trainers.config import ClusterSettings
 from trainers.tf import tf
 from trainers.tf.session import FastCallable
 from trainers.tf.towers import VARIABLE_OPS
@@ -223,6 +223,11 @@ class UpdateSession(tf.Session):
     naming the worker(s) that stopped answering (``WorkerLostError``), so every caller
     (``FastCallable`` included, which goes through ``_make_callable_from_options``) gets
     one clear error the controller turns into a checkpoint and one line."""
+
+    # tf.Session's own attributes, set by its __init__ and reset by `close` (declared here:
+    # mypy cannot infer them from TensorFlow's source when a subclass assigns them).
+    _session: Optional[object]  # the native session handle; None once closed
+    _closed: bool
 
     def __init__(self, target: str, graph: tf.Graph, config: tf.ConfigProto, workers: Sequence[str]) -> None:
         super().__init__(target, graph=graph, config=config)

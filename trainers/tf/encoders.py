@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from envs.base_env import ObservationKind, ObservationSpec
 from trainers.exceptions import ConfigError
-from trainers.settings import NetworkSettings
+from trainers.config import NetworkSettings
 from trainers.tf import tf
 from trainers.tf.layers import SWISH_BIAS_STD, Activation, conv2d, dense, flatten, get_activation, mlp
 from trainers.tf.normalizer import Normalizer

@@ -170,6 +170,7 @@ def _unroll(
         if step_resets is not None and t > 0:
             # A trajectory starts here: the stored memory it acted from. (Selects, not
             # blends: one exact op.)
+            assert rows_c is not None and rows_h is not None  # unstacked with step_resets
             c = _select(step_resets[t], rows_c[t], c)
             h = _select(step_resets[t], rows_h[t], h)
         c_new, h_new, sigmoid, g, tanh_c = _step(steps[t], c, h, kernel_h)

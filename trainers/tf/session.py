@@ -236,7 +236,7 @@ class FastCallable:
 
         self._dtypes = [t.dtype.as_numpy_dtype for t in feeds]
         self.calls = 0
-        if pool == AUTO_POOL and getattr(session, "sess_str", ""):
+        if pool == AUTO_POOL and getattr(session, "sess_str", None):
             pool = UPDATE_POOL  # a cluster session: its runs are remote, nothing to tune
         if runs_inline(session):
             pool = CALLER_THREAD  # where its runs go anyway: nothing to tune

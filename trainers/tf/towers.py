@@ -175,12 +175,12 @@ def build_towers(
     with tf.device(var_device), tf.name_scope("tower_average"):
         total = tf.add_n([o.weight for o in outputs]) if len(outputs) > 1 else outputs[0].weight
         # With one tower the weight is exactly 1 and nothing is rescaled.
-        weights = (
-            [o.weight / tf.maximum(total, 1.0) for o in outputs] if len(outputs) > 1 else [None]
+        weights: Optional[List[tf.Tensor]] = (
+            [o.weight / tf.maximum(total, 1.0) for o in outputs] if len(outputs) > 1 else None
         )
 
         def average(values: Sequence[Optional[tf.Tensor]], like: tf.Tensor) -> tf.Tensor:
-            if weights[0] is None:
+            if weights is None:
                 return values[0] if values[0] is not None else tf.zeros_like(like)
             # An empty tower (weight 0) contributes exactly nothing, even if a mean over
             # its zero rows produced NaN.

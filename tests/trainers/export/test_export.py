@@ -24,13 +24,13 @@ from trainers.export import (
     onnx_session,
 )
 from trainers.exceptions import TrainerError
-from trainers.onnx_policy import ModelError, OnnxPolicy
+from trainers.export.onnx_policy import ModelError, OnnxPolicy
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import NetworkSettings, TrainerSettings
+from trainers.config import NetworkSettings, TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 SPECS = {
     "continuous": BehaviorSpec((ObservationSpec((4,)), ObservationSpec((3,))), ActionSpec(2)),

@@ -1,35 +1,40 @@
-"""What every trainer of one behavior shares (PPO and SAC): episode statistics, the saver,
+"""`Trainer`: what the training loop drives, and what every trainer of one behavior shares
+(PPO and SAC): the behavior's graph, policy and reward signals, episode statistics,
 checkpoints (save, restore, prune) and shutdown.
 
-Moved here from ``ppo/trainer.py`` when SAC arrived; a trainer subclass builds its policy,
-optimizer and modules in the policy's graph, then calls `Trainer._finish_graph`.
+A subclass builds its optimizer and modules into the policy's graph (`BehaviorGraph`),
+then calls `Trainer._finish_graph`.
 """
 from __future__ import annotations
 
 import glob
 import os
+from abc import ABC, abstractmethod
 from collections import defaultdict
-from typing import Any, Dict, Hashable, Mapping, Optional, Sequence
+from typing import Dict, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from envs.base_env import BehaviorSpec
-from trainers.exceptions import CheckpointError, op_error_reason
 from trainers.fields import ACTION_MASK, CONTINUOUS_ACTION, DISCRETE_ACTION, DONE, ENVIRONMENT_REWARDS
 from trainers.layout import checkpoint_name
-from trainers.policy import Policy
+from trainers.graph import BehaviorGraph
+from trainers.policy import Actor, Policy
 from trainers.reward_signals.base import RewardSignal
 from trainers.reward_signals.factory import create_reward_signals
-from trainers.settings import TrainerSettings
+from trainers.config import TrainerSettings
 from trainers.stats import StatsReporter
-from trainers.tf import tf
-from trainers.trajectory import EpisodeEnd, Trajectory
+from trainers.tf.cluster import Chief
+from trainers.loop.trajectory import EpisodeEnd, Trajectory
 
 
-
-class Trainer:
+class Trainer(ABC):
     """Base of `PPOTrainer` and `SACTrainer`: the policy and reward signals, checkpoints,
-    episode stats, shutdown. Subclasses add their optimizer, then call `_finish_graph`."""
+    episode stats, shutdown. Subclasses add their optimizer, then call `_finish_graph`.
+
+    What the controller calls: `process_trajectory` for each trajectory an agent finishes
+    or cuts, then, while `may_update`, `update` when `ready_to_update`; `step` counts the
+    agent steps it has been given; `actor` acts."""
 
     def __init__(
         self,
@@ -48,22 +53,43 @@ class Trainer:
         self.step = 0
         self.episodes = 0  # finished episodes, over resumes (training_status.json)
         self.rng = np.random.default_rng(seed)
-        self.policy: Policy = Policy(behavior_name, spec, settings, seed, devices, cpu_only)
+        self.behavior_graph = BehaviorGraph(settings, spec, seed, devices, cpu_only)
+        self.policy: Policy = Policy(behavior_name, spec, settings, self.behavior_graph)
+        #: What the controller acts through: the policy, or a loaded model (`use_actor`).
+        self.actor: Actor = self.policy
         self.signals: Dict[str, RewardSignal] = create_reward_signals(settings.reward_signals, self.policy, seed)
         # Per agent: each signal's reward summed over the current episode.
         self._signal_returns: Dict[Hashable, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
-    def _finish_graph(self, cluster: Optional[Any] = None) -> None:
+    def _finish_graph(self, cluster: Optional[Chief] = None) -> None:
         """Saver and initializer of every variable, then finalises the graph and runs init.
 
-        ``cluster``: a ``trainers.tf.cluster.Chief``; update runs then go to its server."""
-        with self.policy.graph.as_default():
-            self._saver = tf.train.Saver(max_to_keep=None, save_relative_paths=True)
-            self._init_op = tf.global_variables_initializer()
-            if cluster is not None:
-                self.policy.link_cluster(cluster.target, cluster.settings.workers)
-        self.policy.graph.finalize()
-        self.policy.session.run(self._init_op)
+        ``cluster``: the run's cluster chief; update runs then go to its server."""
+        self.behavior_graph.finalize(cluster)
+
+    @abstractmethod
+    def process_trajectory(self, traj: Trajectory) -> None:
+        """Takes a trajectory of ``T`` steps into the trainer's buffer (its values, returns
+        and advantages computed, or its rows added to a replay buffer)."""
+
+    @property
+    @abstractmethod
+    def ready_to_update(self) -> bool:
+        """Whether the buffer holds what the next `update` needs."""
+
+    @property
+    @abstractmethod
+    def experiences(self) -> int:
+        """Rows in the trainer's buffer (PPO's update buffer, SAC's replay buffer)."""
+
+    @abstractmethod
+    def update(self) -> Dict[str, float]:
+        """Updates the policy, the critic and every reward signal (one ``sess.run`` per
+        minibatch); returns the update's statistics averaged over its minibatches."""
+
+    def use_actor(self, actor: Actor) -> None:
+        """Acts through ``actor`` (``--inference --model``: an exported model) from now on."""
+        self.actor = actor
 
     def step_fields(self, traj: Trajectory) -> Dict[str, np.ndarray]:
         """The buffer fields every trainer stores for a trajectory of ``T`` steps: the
@@ -127,27 +153,19 @@ class Trainer:
     def save(self, directory: str) -> str:
         """Writes ``<directory>/checkpoint-<step>``; returns the prefix."""
         os.makedirs(directory, exist_ok=True)
-        self.policy.set_step(self.step)
+        self.behavior_graph.set_step(self.step)
         prefix = self.checkpoint_prefix(directory, self.step)
-        try:
-            self._saver.save(self.policy.session, prefix, write_meta_graph=False, write_state=True)
-        except tf.errors.OpError as exc:  # a full disk, a folder made read-only mid-run
-            raise CheckpointError(f"{prefix}: cannot write the checkpoint ({op_error_reason(exc)})") from None
+        self.behavior_graph.save(prefix)
         return prefix
 
     def load(self, prefix: str, reset_step: bool = False) -> None:
         """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
-        if not glob.glob(prefix + ".index"):
-            raise CheckpointError(f"{prefix}: checkpoint not found")
-        try:
-            self._saver.restore(self.policy.session, prefix)
-        except (tf.errors.OpError, ValueError) as exc:
-            raise CheckpointError(f"{prefix}: cannot restore checkpoint ({op_error_reason(exc)})") from None
+        self.behavior_graph.restore(prefix)
         if reset_step:
-            self.policy.set_step(0)
+            self.behavior_graph.set_step(0)
             self.step = 0
         else:
-            self.step = self.policy.get_step()
+            self.step = self.behavior_graph.get_step()
 
     @staticmethod
     def delete_checkpoint(prefix: str) -> None:
@@ -155,7 +173,9 @@ class Trainer:
             os.remove(path)
 
     def close(self) -> None:
-        self.policy.close()
+        if self.actor is not self.policy:
+            self.actor.close()
+        self.behavior_graph.close()
 
     @property
     def is_training_done(self) -> bool:

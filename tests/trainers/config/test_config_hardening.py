@@ -10,7 +10,7 @@ import os
 import pytest
 
 from trainers.exceptions import ConfigError
-from trainers.settings import (
+from trainers.config import (
     MAX_BUFFER_SIZE,
     MAX_HIDDEN_UNITS,
     MAX_MEMORY_SIZE,
@@ -23,7 +23,7 @@ from trainers.settings import (
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(HERE, "..", "data", "configs")
+FIXTURES = os.path.join(HERE, "..", "..", "data", "configs")
 
 
 def fixture(name: str) -> str:

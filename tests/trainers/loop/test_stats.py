@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from trainers.exceptions import CheckpointError
+from trainers.loop.status import CheckpointEntry, TrainingStatus
 from trainers.stats import (
-    CheckpointEntry,
     ConsoleWriter,
     CSVWriter,
     StatsAggregation,
@@ -19,7 +19,6 @@ from trainers.stats import (
     StatsSummary,
     StatsWriter,
     TensorboardWriter,
-    TrainingStatus,
     masked_crc32c,
 )
 
@@ -141,7 +140,7 @@ def test_conflicting_aggregation_is_an_error_and_properties_reach_writers():
 
 
 def test_hyperparameter_table_flattens_mappings_and_settings():
-    from trainers.settings import TrainerSettings
+    from trainers.config import TrainerSettings
     from trainers.stats import _flatten
 
     flat = _flatten(TrainerSettings())
@@ -393,9 +392,9 @@ def test_a_damaged_behavior_spec_is_one_clear_error(tmp_path, spec, message):
 
 def test_settings_and_stats_do_not_import_tensorflow():
     code = (
-        "import sys, trainers.settings, trainers.stats\n"
+        "import sys, trainers.config, trainers.stats\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

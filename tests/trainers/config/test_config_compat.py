@@ -9,11 +9,11 @@ import os
 import pytest
 
 from trainers.exceptions import ConfigError
-from trainers.settings import NetworkSettings, load_settings, to_dict, write_resolved_config
+from trainers.config import NetworkSettings, load_settings, to_dict, write_resolved_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(HERE, "..", "data", "configs")
-REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+FIXTURES = os.path.join(HERE, "..", "..", "data", "configs")
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 
 def fixture(name: str) -> str:

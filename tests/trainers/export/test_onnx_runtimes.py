@@ -20,11 +20,11 @@ import pytest
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationSpec
 from trainers.export import DEFAULT_OPSET, RANDOM_OPS, check_inputs, export_policy, model_feeds, onnx_session
 from trainers.ppo.trainer import PPOTrainer
-from trainers.settings import NetworkSettings, TrainerSettings
+from trainers.config import NetworkSettings, TrainerSettings
 from trainers.stats import StatsReporter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(HERE, "..", "data", "unity_onnx_ops.json"), encoding="utf-8") as _stream:
+with open(os.path.join(HERE, "..", "..", "data", "unity_onnx_ops.json"), encoding="utf-8") as _stream:
     UNITY = json.load(_stream)
 SUPPORTED = set(UNITY["barracuda_2"]) & set(UNITY["sentis"])
 

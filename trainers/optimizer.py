@@ -13,7 +13,7 @@ import numpy as np
 from envs.base_env import BehaviorSpec
 from trainers.fields import DONE, ENVIRONMENT_REWARDS, next_obs_index
 from trainers.reward_signals.base import FeedDict, RewardSignal
-from trainers.settings import TrainerSettings
+from trainers.config import TrainerSettings
 from trainers.tf import tf
 from trainers.tf.towers import OptimizerGroup, TowerGraph
 
