@@ -42,7 +42,6 @@ writes as ``number_episodes``.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -50,7 +49,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from envs.base_env import ActionSpec, ActionTuple, BehaviorId, BehaviorSpec, ObservationKind, ObservationSpec
+from envs.base_env import ActionTuple, BehaviorId, BehaviorSpec, ObservationKind, ObservationSpec
 from envs.demo import demonstration_pb2 as pb
 from envs.demo.framing import (
     BRAIN_PARAMETERS_OFFSET,
@@ -59,7 +58,16 @@ from envs.demo.framing import (
     read_delimited,
     top_level_field_numbers,
 )
-from envs.demo.png import PNG_SIGNATURE, PngError, decode_png, split_pngs
+from envs.demo.messages import (
+    BrainError,
+    ObsPlan,
+    RecordError,
+    action_spec_from_brain,
+    decode_image,
+    format_action_spec,
+    format_behavior_spec,
+    plan_observations,
+)
 from envs.exceptions import DemoError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -67,9 +75,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 RECORD_FORMATS = ("legacy", "pair", "pair+action_spec")
 DEMO_SUFFIX = ".demo"
 
-# DimensionPropertyProto values Unity writes in ObservationProto.dimension_properties.
-_DIM_NONE = 1
-_DIM_TRANSLATIONAL = 2
 
 
 @dataclass(frozen=True)
@@ -169,32 +174,12 @@ class Demonstration:
 
 
 # --------------------------------------------------------------------------- errors
-class _RecordError(Exception):
-    """A problem inside one record; the caller adds file, record and offset."""
-
-
 def _fail(path: PathLike, offset: int, message: str) -> DemoError:
     text = " ".join(str(message).split())  # one line, whatever protobuf or PIL said
     return DemoError(f"{os.fspath(path)}: byte {offset}: {text}")
 
 
 # --------------------------------------------------------------------------- specs
-def format_behavior_spec(spec: BehaviorSpec) -> str:
-    """One line: ``observations [(84, 84, 3) visual, (1,) vector]; actions continuous 3 + discrete [2]``."""
-    obs = ", ".join(f"{tuple(o.shape)} {o.kind.value}" for o in spec.observation_specs)
-    return f"observations [{obs}]; actions {format_action_spec(spec.action_spec)}"
-
-
-def format_action_spec(spec: ActionSpec) -> str:
-    """``continuous 2``, ``discrete [3, 3]`` or ``continuous 3 + discrete [2]``."""
-    parts = []
-    if spec.continuous_size:
-        parts.append(f"continuous {spec.continuous_size}")
-    if spec.discrete_branches:
-        parts.append(f"discrete {list(spec.discrete_branches)}")
-    return " + ".join(parts) if parts else "none"
-
-
 def _spec_key(spec: BehaviorSpec) -> Tuple[object, ...]:
     obs = tuple((tuple(o.shape), o.kind) for o in spec.observation_specs)
     return obs, spec.action_spec.continuous_size, tuple(spec.action_spec.discrete_branches)
@@ -360,9 +345,9 @@ def _load_file(path: Path) -> Demonstration:
     record_format = _detect_format(brain, records[0][1])
     try:
         decoder = _Decoder.build(record_format, brain, records[0][1])
-    except _RecordError as e:
+    except RecordError as e:
         raise _fail(path, records[0][0], f"record 0: {e}") from None
-    except _BrainError as e:
+    except BrainError as e:
         raise _fail(path, BRAIN_PARAMETERS_OFFSET, f"behavior parameters: {e}") from None
 
     steps = []
@@ -371,7 +356,7 @@ def _load_file(path: Path) -> Demonstration:
             steps.append(decoder.decode(body))
         except DecodeError as e:
             raise _fail(path, offset, f"corrupt record {k} ({record_format} format): {e}") from None
-        except _RecordError as e:
+        except RecordError as e:
             raise _fail(path, offset, f"record {k}: {e}") from None
 
     demo = _build_rows(decoder, steps)
@@ -415,10 +400,6 @@ def _detect_format(brain: "pb.BrainParametersProto", first: bytes) -> str:
     return "legacy"
 
 
-class _BrainError(Exception):
-    """The behavior parameters are unusable."""
-
-
 @dataclass
 class _Step:
     obs: List[np.ndarray]
@@ -431,82 +412,10 @@ class _Step:
     mask: Optional[np.ndarray]
 
 
-@dataclass(frozen=True)
-class _ObsPlan:
-    """How to turn observation ``index`` of a record into a spec-shaped array."""
-
-    index: int
-    proto_shape: Tuple[int, ...]
-    spec: ObservationSpec
-    channels_first: bool  # proto shape is (C, H, W)
-    #: Legacy records only: the observation is ``observations[index]`` (field 13, the
-    #: compressed observations of ML-Agents 0.11) rather than a field-2 PNG or the vector.
-    in_observations: bool = False
-
-
-def _action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
-    if brain.HasField("action_spec"):
-        a = brain.action_spec
-        branches = tuple(int(b) for b in a.discrete_branch_sizes)
-        if a.num_discrete_actions != len(branches):
-            raise _BrainError(
-                f"action spec declares {a.num_discrete_actions} discrete branches but lists {len(branches)} sizes"
-            )
-        spec = ActionSpec(int(a.num_continuous_actions), branches)
-    else:
-        sizes = tuple(int(s) for s in brain.vector_action_size)
-        space = int(brain.vector_action_space_type)
-        if space == pb.SPACE_TYPE_CONTINUOUS:
-            if len(sizes) != 1:
-                raise _BrainError(f"continuous action space with sizes {list(sizes)} (expected one size)")
-            spec = ActionSpec(sizes[0], ())
-        elif space == pb.SPACE_TYPE_DISCRETE:
-            spec = ActionSpec(0, sizes)
-        else:
-            raise _BrainError(f"unknown action space type {space}")
-    if spec.continuous_size < 0 or any(b <= 0 for b in spec.discrete_branches):
-        raise _BrainError(f"invalid action sizes ({format_action_spec(spec)})")
-    if spec.continuous_size == 0 and not spec.discrete_branches:
-        raise _BrainError("no actions declared")
-    return spec
-
-
-def _plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[_ObsPlan]:
-    """Specs of one agent's observations (ML-Agents 0.12+ records; also the Unity
-    communicator's agent infos): vector (1-D) or visual (3-D, HWC or ML-Agents 2.0's CHW);
-    empty sensors are skipped.
-
-    Raises:
-        _RecordError: a negative or unsupported (not 1-D or 3-D) shape.
-    """
-    plans: List[_ObsPlan] = []
-    for i, o in enumerate(observations):
-        shape = tuple(int(s) for s in o.shape)
-        if any(s < 0 for s in shape):
-            raise _RecordError(f"observation {i} has shape {list(shape)}")
-        if int(np.prod(shape)) == 0:
-            continue  # an empty sensor (e.g. a vector sensor of size 0) carries nothing
-        name = o.name or f"obs_{i}"
-        if len(shape) == 1:
-            plans.append(_ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
-        elif len(shape) == 3:
-            png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
-            channels_first = _channels_first(shape, list(o.dimension_properties), png)
-            c, h, w = shape if channels_first else (shape[2], shape[0], shape[1])
-            spec_i = ObservationSpec((h, w, c), name, ObservationKind.VISUAL)
-            plans.append(_ObsPlan(i, shape, spec_i, channels_first))
-        else:
-            raise _RecordError(
-                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
-                "visual (3-D) observations are supported"
-            )
-    return plans
-
-
 class _Decoder:
     """Turns one record into a `_Step`, for one file's era and spec."""
 
-    def __init__(self, record_format: str, spec: BehaviorSpec, plans: List[_ObsPlan], n_record_obs: int,
+    def __init__(self, record_format: str, spec: BehaviorSpec, plans: List[ObsPlan], n_record_obs: int,
                  legacy_vector: int, legacy_cameras: int) -> None:
         self.record_format = record_format
         self.spec = spec
@@ -519,24 +428,24 @@ class _Decoder:
     # -- construction: the spec
     @staticmethod
     def build(record_format: str, brain: "pb.BrainParametersProto", first: bytes) -> "_Decoder":
-        action_spec = _action_spec_from_brain(brain)
+        action_spec = action_spec_from_brain(brain)
         if record_format == "legacy":
             specs: List[ObservationSpec] = []
-            plans: List[_ObsPlan] = []
+            plans: List[ObsPlan] = []
             for i, cam in enumerate(brain.camera_resolutions):
                 if cam.width <= 0 or cam.height <= 0:
-                    raise _BrainError(f"camera {i} has resolution {cam.width}x{cam.height}")
+                    raise BrainError(f"camera {i} has resolution {cam.width}x{cam.height}")
                 shape = (int(cam.height), int(cam.width), 1 if cam.gray_scale else 3)
                 s = ObservationSpec(shape, f"visual_observation_{i}", ObservationKind.VISUAL)
-                plans.append(_ObsPlan(i, shape, s, False))
+                plans.append(ObsPlan(i, shape, s, False))
                 specs.append(s)
             stack = max(1, int(brain.num_stacked_vector_observations))
             vector = int(brain.vector_observation_size) * stack
             if vector < 0:
-                raise _BrainError(f"vector observation size {brain.vector_observation_size}")
+                raise BrainError(f"vector observation size {brain.vector_observation_size}")
             if vector:
                 s = ObservationSpec((vector,), "vector_observation", ObservationKind.VECTOR)
-                plans.append(_ObsPlan(-1, (vector,), s, False))
+                plans.append(ObsPlan(-1, (vector,), s, False))
                 specs.append(s)
             # ML-Agents 0.11 wrote a legacy record's images as compressed observations
             # (field 13) and took their shapes from the first record, whatever the behavior
@@ -544,13 +453,13 @@ class _Decoder:
             try:
                 compressed = pb.AgentInfoProto.FromString(first).observations
             except DecodeError as e:
-                raise _RecordError(f"corrupt first record ({e})") from None
-            from_record = [replace(p, in_observations=True) for p in _plan_observations(compressed)]
+                raise RecordError(f"corrupt first record ({e})") from None
+            from_record = [replace(p, in_observations=True) for p in plan_observations(compressed)]
             if from_record:
                 plans = from_record + [p for p in plans if p.index < 0]
                 specs = [p.spec for p in plans]
             if not specs:
-                raise _BrainError("no observations declared (no vector size, no camera) and none in the first record")
+                raise BrainError("no observations declared (no vector size, no camera) and none in the first record")
             spec = BehaviorSpec(tuple(specs), action_spec)
             cameras = 0 if from_record else len(brain.camera_resolutions)
             return _Decoder(record_format, spec, plans, len(compressed) if from_record else 0, vector, cameras)
@@ -558,12 +467,12 @@ class _Decoder:
         try:
             pair = pb.AgentInfoActionPairProto.FromString(first)
         except DecodeError as e:
-            raise _RecordError(f"corrupt first record ({e})") from None
+            raise RecordError(f"corrupt first record ({e})") from None
         observations = pair.agent_info.observations
         # Shapes come from the first record. A file whose records carry no observation data
         # at all (ExpertGrid of 0.12: only an empty sensor, its camera never recorded) has no
         # observations; ML-Agents read it as a zero-width vector observation.
-        plans = _plan_observations(observations)
+        plans = plan_observations(observations)
         spec = BehaviorSpec(tuple(p.spec for p in plans), action_spec)
         return _Decoder(record_format, spec, plans, len(observations), 0, 0)
 
@@ -582,7 +491,7 @@ class _Decoder:
         mask = None
         if len(info.action_mask):
             if len(info.action_mask) != self.mask_width:
-                raise _RecordError(f"action mask has {len(info.action_mask)} entries, expected {self.mask_width}")
+                raise RecordError(f"action mask has {len(info.action_mask)} entries, expected {self.mask_width}")
             mask = np.asarray(info.action_mask, dtype=bool)
         return _Step(obs, continuous, discrete, float(info.reward), bool(info.done), bool(info.max_step_reached),
                      int(info.id), mask)
@@ -590,11 +499,11 @@ class _Decoder:
     def _legacy_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
         n_vec = len(info.stacked_vector_observation)
         if n_vec != self.legacy_vector:
-            raise _RecordError(
+            raise RecordError(
                 f"{n_vec} vector observation values, the behavior parameters declare {self.legacy_vector}"
             )
         if len(info.visual_observations) != self.legacy_cameras:
-            raise _RecordError(
+            raise RecordError(
                 f"{len(info.visual_observations)} visual observations, the behavior parameters declare "
                 f"{self.legacy_cameras} cameras"
             )
@@ -607,38 +516,38 @@ class _Decoder:
             elif plan.index < 0:
                 out.append(np.asarray(info.stacked_vector_observation, dtype=np.float32))
             else:
-                out.append(_decode_image(info.visual_observations[plan.index], (), plan.spec.shape, plan.index))
+                out.append(decode_image(info.visual_observations[plan.index], (), plan.spec.shape, plan.index))
         return out
 
     def _check_observation_count(self, info: "pb.AgentInfoProto") -> None:
         if len(info.observations) != self.n_record_obs:
-            raise _RecordError(f"{len(info.observations)} observations, the first record has {self.n_record_obs}")
+            raise RecordError(f"{len(info.observations)} observations, the first record has {self.n_record_obs}")
 
     def _pair_obs(self, info: "pb.AgentInfoProto") -> List[np.ndarray]:
         self._check_observation_count(info)
         return [self._observation(info.observations[plan.index], plan) for plan in self.plans]
 
     @staticmethod
-    def _observation(o: "pb.ObservationProto", plan: _ObsPlan) -> np.ndarray:
+    def _observation(o: "pb.ObservationProto", plan: ObsPlan) -> np.ndarray:
         """One ``ObservationProto`` -> its spec-shaped float32 array."""
         shape = tuple(o.shape)
         if shape != plan.proto_shape:
-            raise _RecordError(
+            raise RecordError(
                 f"observation {plan.index} has shape {list(shape)}, the first record {list(plan.proto_shape)}"
             )
         if o.compression_type == pb.COMPRESSION_TYPE_PNG:
             if plan.spec.kind != ObservationKind.VISUAL:
-                raise _RecordError(f"observation {plan.index} is a PNG but has shape {list(shape)}")
-            return _decode_image(o.compressed_data, o.compressed_channel_mapping, plan.spec.shape, plan.index)
+                raise RecordError(f"observation {plan.index} is a PNG but has shape {list(shape)}")
+            return decode_image(o.compressed_data, o.compressed_channel_mapping, plan.spec.shape, plan.index)
         if o.compression_type == pb.COMPRESSION_TYPE_NONE:
             values = np.asarray(o.float_data.data, dtype=np.float32)
             if values.size != int(np.prod(shape)):
-                raise _RecordError(f"observation {plan.index} has {values.size} values for shape {list(shape)}")
+                raise RecordError(f"observation {plan.index} has {values.size} values for shape {list(shape)}")
             values = values.reshape(shape)
             if plan.spec.kind == ObservationKind.VISUAL and plan.channels_first:
                 values = values.transpose(1, 2, 0)
             return np.ascontiguousarray(values)
-        raise _RecordError(f"observation {plan.index} has unknown compression type {int(o.compression_type)}")
+        raise RecordError(f"observation {plan.index} has unknown compression type {int(o.compression_type)}")
 
     def _pair_actions(self, action: "pb.AgentActionProto") -> Tuple[np.ndarray, np.ndarray]:
         a = self.spec.action_spec
@@ -650,7 +559,7 @@ class _Decoder:
             if disc.size == 0 and a.discrete_size:
                 disc = np.zeros(a.discrete_size, np.int64)
             if cont.size != a.continuous_size or disc.size != a.discrete_size:
-                raise _RecordError(
+                raise RecordError(
                     f"action has {cont.size} continuous and {disc.size} discrete values, expected "
                     f"{format_action_spec(a)}"
                 )
@@ -664,7 +573,7 @@ class _Decoder:
         if values.size == 0:  # no previous action (first step of an agent)
             values = np.zeros(total)
         if values.size != total:
-            raise _RecordError(f"action has {values.size} values, expected {total} ({format_action_spec(a)})")
+            raise RecordError(f"action has {values.size} values, expected {total} ({format_action_spec(a)})")
         cont = values[: a.continuous_size].astype(np.float32)
         disc = np.rint(values[a.continuous_size:]).astype(np.int64)
         return cont, self._check_discrete(disc)
@@ -673,78 +582,8 @@ class _Decoder:
         branches = self.spec.action_spec.discrete_branches
         for i, (v, b) in enumerate(zip(disc.tolist(), branches)):
             if not 0 <= v < b:
-                raise _RecordError(f"discrete action {v} out of range for branch {i} of size {b}")
+                raise RecordError(f"discrete action {v} out of range for branch {i} of size {b}")
         return disc.astype(np.int32)
-
-
-def _channels_first(shape: Tuple[int, ...], dims: List[int], png: bytes = b"") -> bool:
-    """Whether a 3-D proto shape is (C, H, W) (ML-Agents 2.0) rather than (H, W, C).
-
-    The first PNG's size decides when it fits only one layout; otherwise
-    ``dimension_properties`` (ML-Agents 1.9+: channels are the dimension without
-    translational equivariance); files without either are (H, W, C), as before 2.0.
-    """
-    size = _png_size(png)
-    if size is not None:
-        hwc, chw = size == (shape[0], shape[1]), size == (shape[1], shape[2])
-        if hwc != chw:
-            return chw
-    if len(dims) == 3:
-        if dims[0] == _DIM_NONE and dims[1] == dims[2] == _DIM_TRANSLATIONAL:
-            return True
-        if dims[2] == _DIM_NONE and dims[0] == dims[1] == _DIM_TRANSLATIONAL:
-            return False
-    return False
-
-
-def _png_size(data: bytes) -> Optional[Tuple[int, int]]:
-    """``(height, width)`` from a PNG's IHDR, or None when ``data`` is not a PNG."""
-    if len(data) < 24 or data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR":
-        return None
-    width, height = struct.unpack(">II", data[16:24])
-    return int(height), int(width)
-
-
-def _decode_image(data: bytes, mapping: Sequence[int], shape: Tuple[int, ...], index: int) -> np.ndarray:
-    """PNG bytes (possibly several concatenated) -> ``shape`` = (H, W, C) float32 in [0, 1].
-
-    With a channel mapping, image channel ``i`` (over the concatenated images) feeds
-    observation channel ``mapping[i]``; channels mapped to one target are averaged, ``-1``
-    is padding. Without one, a 1-channel observation is the mean of the colour channels
-    and alpha channels are dropped.
-    """
-    h, w, c = shape
-    try:
-        images = [decode_png(part) for part in split_pngs(data)]
-    except PngError as e:
-        raise _RecordError(f"visual observation {index}: {e}") from None
-    for img in images:
-        if img.shape[:2] != (h, w):
-            raise _RecordError(f"visual observation {index} is {img.shape[1]}x{img.shape[0]} pixels, expected {w}x{h}")
-    mapping = [int(m) for m in mapping]
-    if mapping:
-        stacked = np.concatenate(images, axis=2).astype(np.float32)
-        if len(mapping) != stacked.shape[2]:
-            raise _RecordError(
-                f"visual observation {index}: channel mapping has {len(mapping)} entries for "
-                f"{stacked.shape[2]} image channels"
-            )
-        out = np.empty((h, w, c), np.float32)
-        for ch in range(c):
-            sources = [i for i, m in enumerate(mapping) if m == ch]
-            if not sources:
-                raise _RecordError(f"visual observation {index}: channel mapping fills no data into channel {ch}")
-            out[:, :, ch] = stacked[:, :, sources].mean(axis=2)
-        return out / 255.0
-    colour = [img if img.shape[2] in (1, 3) else img[:, :, : img.shape[2] - 1] for img in images]  # drop alpha
-    stacked = np.concatenate(colour, axis=2).astype(np.float32)
-    if c == 1 and stacked.shape[2] == 3:
-        stacked = stacked.mean(axis=2, keepdims=True)
-    elif c == 3 and stacked.shape[2] == 1:
-        stacked = np.repeat(stacked, 3, axis=2)
-    if stacked.shape[2] < c:
-        raise _RecordError(f"visual observation {index} has {stacked.shape[2]} channels, expected {c}")
-    return stacked[:, :, :c] / 255.0
 
 
 def _build_rows(decoder: _Decoder, steps: List[_Step]) -> Demonstration:

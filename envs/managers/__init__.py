@@ -10,7 +10,7 @@ order, holding ``behavior name -> (DecisionSteps, TerminalSteps)``.
 * `SubprocessEnvManager` runs one worker process per env, stepped in parallel; its module
   explains the protocol (shared memory, spin-then-block waits, lockstep and out of
   lockstep, failures, stopping, the workers' lifetime).
-* `envs.unity.manager.UnityEnvManager` steps Unity games (builds or the Editor).
+* `envs.managers.unity.UnityEnvManager` steps Unity games (builds or the Editor).
 
 Modules: `base` (the `EnvManager` API, `EnvStep`, the helpers the managers share),
 `in_process`, `subprocess` (the parent's side of the worker processes), `_worker` (the
@@ -48,7 +48,7 @@ def make_env_manager(
     step_timeout: Optional[float] = None,
 ) -> EnvManager:
     """The manager for ``env_settings``: in-process for one env, else one process per env;
-    Unity games (a build path, or None for the Editor) in a `envs.unity.manager.UnityEnvManager`.
+    Unity games (a build path, or None for the Editor) in a `envs.managers.unity.UnityEnvManager`.
 
     Args:
         env_id: ``builtin:<Name>`` or ``gym:<id>``.
@@ -68,10 +68,10 @@ def make_env_manager(
     _check_counts(num_envs, agents_per_env)
     step_timeout = _check_timeout("env_settings.timeout_wait", step_timeout)
     if env_id is None or parse_env_id(env_id)[0] == "unity":
-        # Imported here, not at module level: Unity brings grpc and protobuf, which only
-        # Unity runs pay for (every env worker imports this package), and the Unity
-        # manager builds on this package (at module level, that would be a cycle).
-        from envs.unity.manager import UnityEnvManager
+        # Imported here for its cost, not to dodge a cycle (`envs.managers.unity` imports
+        # only this package's base modules and `envs.unity`): gRPC and protobuf, ~0.12 s,
+        # which only Unity runs pay for (every env worker imports this package).
+        from envs.managers.unity import UnityEnvManager
         from envs.unity.options import UnityOptions, unity_args
 
         if int(agents_per_env) != 1:

@@ -2,7 +2,7 @@
 managers share: seed, count and timeout checks, the action check, the behavior specs every
 worker must agree on, one-line error text, and holding signals back while closing.
 
-`common_specs` and `check_actions` are public: `envs.unity.manager` builds on them.
+`common_specs` and `check_actions` are public: `envs.managers.unity` builds on them.
 """
 from __future__ import annotations
 

@@ -53,14 +53,14 @@ from envs.base_env import (
     TerminalSteps,
 )
 from envs.demo import demonstration_pb2 as demo_pb
-# The .demo reader decodes the same messages; its helpers are shared, not copied.
-from envs.demo.reader import (
-    _BrainError,
-    _ObsPlan,
-    _RecordError,
-    _action_spec_from_brain,
-    _decode_image,
-    _plan_observations,
+# The .demo reader decodes the same messages, with the same helpers.
+from envs.demo.messages import (
+    BrainError,
+    ObsPlan,
+    RecordError,
+    action_spec_from_brain,
+    decode_image,
+    plan_observations,
 )
 from envs.exceptions import EnvError, EnvWorkerError
 from envs.unity import communicator_pb2 as pb
@@ -197,7 +197,7 @@ class EngineConfig:
 @dataclass
 class _Behavior:
     spec: BehaviorSpec
-    plans: List[_ObsPlan]
+    plans: List[ObsPlan]
     n_proto_obs: int
     decision: DecisionSteps
     terminal: TerminalSteps
@@ -448,12 +448,12 @@ class UnityEnv(BaseEnv):
     def _behavior_from_proto(self, brain: demo_pb.BrainParametersProto, info: demo_pb.AgentInfoProto) -> _Behavior:
         name = brain.brain_name
         try:
-            action_spec = _action_spec_from_brain(brain)
-        except _BrainError as e:
+            action_spec = action_spec_from_brain(brain)
+        except BrainError as e:
             raise EnvError(f"behavior {name}: {e}") from None
         try:
-            plans = _plan_observations(info.observations)
-        except _RecordError as e:  # e.g. a BufferSensor's variable-length (2-D) observation
+            plans = plan_observations(info.observations)
+        except RecordError as e:  # e.g. a BufferSensor's variable-length (2-D) observation
             raise EnvError(f"behavior {name}: {e}") from None
         if not plans:
             raise EnvError(f"behavior {name}: its agents send no observations")
@@ -492,8 +492,8 @@ class UnityEnv(BaseEnv):
                 o = info.observations[plan.index]
                 if o.compression_type == demo_pb.COMPRESSION_TYPE_PNG:
                     try:
-                        array[row] = _decode_image(o.compressed_data, o.compressed_channel_mapping, shape, plan.index)
-                    except _RecordError as e:
+                        array[row] = decode_image(o.compressed_data, o.compressed_channel_mapping, shape, plan.index)
+                    except RecordError as e:
                         raise EnvError(f"behavior {name}: {e}") from None
                     continue
                 data = o.float_data.data

@@ -2,7 +2,7 @@
 (`ENGINE_KEYS`, `engine_config`) and a Unity run's ``env_args`` (`unity_args`).
 
 No env manager here: `envs.registry`, `envs.managers` and the trainer's configuration use
-these without importing `envs.unity.manager`, which builds on `envs.managers`.
+these without importing `envs.managers.unity` (the manager, which needs gRPC).
 """
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ from envs.registry import parse_env_id, validate_env
 from envs.unity import communicator_pb2 as pb
 from envs.unity.environment import API_VERSION, EngineConfig, UnityEnv, check_communication_version
 from envs.unity.fake_game import FakeBehavior, FakeGame, free_port, start_in_thread, write_fake_build
-from envs.unity.manager import UnityEnvManager, UnityOptions, engine_config
+from envs.managers.unity import UnityEnvManager
+from envs.unity.options import UnityOptions, engine_config
 from envs.unity.side_channels import (
     EngineConfigurationChannel,
     EnvironmentParametersChannel,
@@ -261,13 +262,13 @@ def test_grayscale_camera_is_an_rgb_png_on_the_wire_and_one_channel_here() -> No
 def test_one_channel_observation_averages_distinct_rgb_colours() -> None:
     """The trainer's decoding of an RGB PNG into a 1-channel observation is ML-Agents'
     mean of the colour channels, not the first channel."""
-    from envs.demo.reader import _decode_image
+    from envs.demo.messages import decode_image
 
     rgb = np.zeros((2, 3, 3), np.uint8)
     rgb[..., 0], rgb[..., 1], rgb[..., 2] = 30, 60, 150
-    np.testing.assert_allclose(_decode_image(encode_png(rgb), [], (2, 3, 1), 0), np.full((2, 3, 1), 80 / 255))
+    np.testing.assert_allclose(decode_image(encode_png(rgb), [], (2, 3, 1), 0), np.full((2, 3, 1), 80 / 255))
     gray = np.full((2, 3, 1), 77, np.uint8)
-    np.testing.assert_allclose(_decode_image(encode_png(gray), [], (2, 3, 1), 0), np.full((2, 3, 1), 77 / 255))
+    np.testing.assert_allclose(decode_image(encode_png(gray), [], (2, 3, 1), 0), np.full((2, 3, 1), 77 / 255))
 
 
 def test_num_areas_is_sent_in_the_handshake_and_multiplies_agents() -> None:

@@ -172,7 +172,8 @@ def test_a_bad_step_timeout_is_one_line(bad: Any) -> None:
 
 
 def test_make_env_manager_gives_the_step_timeout_to_unity_games(monkeypatch: pytest.MonkeyPatch) -> None:
-    import envs.unity.manager as unity_manager
+    import envs.managers.unity as unity_manager
+    from envs.unity.options import UnityOptions
 
     seen: List[Any] = []
 
@@ -182,7 +183,7 @@ def test_make_env_manager_gives_the_step_timeout_to_unity_games(monkeypatch: pyt
 
     monkeypatch.setattr(unity_manager, "UnityEnvManager", FakeUnityManager)
     make_env_manager(None, None, 1, 1, 0, step_timeout=12.5)
-    make_env_manager(None, None, 1, 1, 0, unity=unity_manager.UnityOptions(timeout_wait=30.0))
+    make_env_manager(None, None, 1, 1, 0, unity=UnityOptions(timeout_wait=30.0))
     assert [o.timeout_wait for o in seen] == [12.5, 30.0]
 
 

@@ -136,7 +136,7 @@ def test_ctrl_c_while_waiting_for_the_editor_is_one_line(run_cli, tmp_path):
 def test_3dball_example_config_loads():
     from trainer_test_utils import config_path
 
-    from envs.unity.manager import engine_config
+    from envs.unity.options import engine_config
     from trainers.config import load_settings
 
     options = load_settings(config_path("3DBall.yaml"))

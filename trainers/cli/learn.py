@@ -86,7 +86,7 @@ SWITCHES = ("--resume", "--force", "--inference", "--debug", "--no-graphics", "-
 
 
 def unity_options(options: RunOptions) -> UnityOptions:
-    """`envs.unity.manager.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
+    """`envs.unity.options.UnityOptions` from env_settings / engine_settings (Unity runs only)."""
     from envs.unity.options import UnityOptions, engine_config
 
     env_settings = options.env_settings

@@ -156,7 +156,7 @@ def _compat_env(raw: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any
     args = raw.get("env_args")
     if isinstance(args, (list, tuple)):
         # ML-Agents: command-line arguments for the Unity executable. A Unity build reads
-        # them as {args: [...]} (envs/unity/manager.py); other envs take keyword arguments.
+        # them as {args: [...]} (envs/unity/options.py); other envs take keyword arguments.
         env_path = raw.get("env_path")
         if env_path is None or (isinstance(env_path, str) and not env_path.startswith(("builtin:", "gym:"))):
             raw["env_args"] = {"args": list(args)}

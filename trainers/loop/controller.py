@@ -93,7 +93,7 @@ class BehaviorState:
 
 
 @dataclass(slots=True)
-class _Acted:
+class Turn:
     """What `TrainerController._act` did for one behavior in one env step, for `_record`."""
 
     name: str
@@ -258,7 +258,7 @@ class TrainerController:
         acted = []
         for name, b in self.behaviors.items():
             parts = [(env_step, bid) for env_step in steps for bid in b.ids]
-            acted.append(_Acted(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0))
+            acted.append(Turn(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0))
         self._record(steps, acted)
         self._after_step()
 
@@ -275,12 +275,12 @@ class TrainerController:
                         except ValueError:  # the game changed a stat's aggregation: keep the first
                             pass
 
-    def _act(self, steps: List[EnvStep]) -> Tuple[List[Dict[str, ActionTuple]], List[_Acted]]:
+    def _act(self, steps: List[EnvStep]) -> Tuple[List[Dict[str, ActionTuple]], List[Turn]]:
         """Actions for the workers in ``steps`` (every worker in lockstep), indexed by
         worker: one inference call per behavior for all their agents. Nothing else that
         can wait for `_record` is done here: it runs while the workers step."""
         actions: List[Dict[str, ActionTuple]] = [dict() for _ in range(self.env.num_workers)]
-        acted: List[_Acted] = []
+        acted: List[Turn] = []
         for name, b in self.behaviors.items():
             decisions, counts, rows, agents = [], [], [], 0
             parts = [(env_step, bid) for env_step in steps for bid in b.ids]
@@ -293,8 +293,8 @@ class TrainerController:
                 counts.append(n)
                 rows.append(slice(agents, agents + n))
                 agents += n
-            done = _Acted(name, b, parts, decisions, rows, agents)
-            acted.append(done)
+            turn = Turn(name, b, parts, decisions, rows, agents)
+            acted.append(turn)
             if agents == 0:
                 continue
             t = time.perf_counter()
@@ -305,33 +305,33 @@ class TrainerController:
             # ML-Agents' True = unavailable -> 1 = allowed; the all-allowed arrays are shared.
             mask_parts = [allowed_mask(d.action_mask, n, branches, shared=True) for d, n in zip(decisions, counts)]
             if len(decisions) == 1:
-                done.obs = [o.copy() for o in decisions[0].obs]
-                done.masks = mask_parts[0]
+                turn.obs = [o.copy() for o in decisions[0].obs]
+                turn.masks = mask_parts[0]
             else:
-                done.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
+                turn.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
                 # With discrete branches every part has a mask.
-                done.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
+                turn.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
             keys = (
                 [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
                 if b.recurrent
                 else None
             )
-            info = done.info = b.trainer.actor.act(
-                done.obs, done.masks, deterministic=not self.training, agent_keys=keys
+            info = turn.info = b.trainer.actor.act(
+                turn.obs, turn.masks, deterministic=not self.training, agent_keys=keys
             )
-            for (env_step, bid), part in zip(parts, done.rows):
+            for (env_step, bid), part in zip(parts, turn.rows):
                 actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[part], info.discrete[part])
             self.timers.inference += time.perf_counter() - t
         return actions, acted
 
-    def _record(self, steps: List[EnvStep], acted: List[_Acted]) -> None:
+    def _record(self, steps: List[EnvStep], acted: List[Turn]) -> None:
         """The bookkeeping of ``steps`` and of the actions `_act` chose for them: terminal
         steps close trajectories, decision steps credit rewards, finished trajectories go
         to their trainer, and the actions join the agents' trajectories."""
-        for done in acted:
-            b, name = done.behavior, done.name
+        for turn in acted:
+            b, name = turn.behavior, turn.name
             t = time.perf_counter()
-            for env_step, bid in done.parts:
+            for env_step, bid in turn.parts:
                 decision, terminal = env_step.steps[bid]
                 trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
                 trajectories += b.processor.add_decision(env_step.worker_id, decision)
@@ -339,10 +339,10 @@ class TrainerController:
                     self._process_trajectory(b, traj)
                 if episodes:
                     b.trainer.record_episodes(episodes)
-            info, obs, masks = done.info, done.obs, done.masks
+            info, obs, masks = turn.info, turn.obs, turn.masks
             if info is not None:
                 assert obs is not None  # set with info by _act
-                for (env_step, _), decision, rows in zip(done.parts, done.decisions, done.rows):
+                for (env_step, _), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
                     if rows.stop > rows.start:
                         b.processor.add_actions(
                             env_step.worker_id,
@@ -355,7 +355,7 @@ class TrainerController:
                             info.memory[rows] if info.memory is not None else None,
                             info.prev_action[rows] if info.prev_action is not None else None,
                         )
-                b.trainer.step += done.agents
+                b.trainer.step += turn.agents
             self.timers.trajectories += time.perf_counter() - t
 
     def _after_step(self) -> None:

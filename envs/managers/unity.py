@@ -1,5 +1,5 @@
 """N Unity games on N ports as one `EnvManager`; the options that configure them are in
-`envs.unity.options` (re-exported here).
+`envs.unity.options`.
 
 Worker ``i`` is a `UnityEnv` on ``base_port + i`` (a build it launches, or the Editor for
 one worker without a path). The games are separate processes, so one manager in the
@@ -26,9 +26,9 @@ from envs.exceptions import EnvError, EnvWorkerError
 from envs.managers.base import EnvStep, check_actions, common_specs, resolve_seed
 from envs.managers.in_process import InProcessEnvManager
 from envs.unity.environment import DEFAULT_BASE_PORT, DEFAULT_EDITOR_PORT, UnityEnv
-from envs.unity.options import ENGINE_KEYS, UnityOptions, engine_config, unity_args
+from envs.unity.options import UnityOptions, unity_args
 
-__all__ = ["ENGINE_KEYS", "UnityEnvManager", "UnityOptions", "engine_config", "unity_args"]
+__all__ = ["UnityEnvManager"]
 
 
 class UnityEnvManager(InProcessEnvManager):
