@@ -63,7 +63,8 @@ from trainers.layout import RunLayout, behavior_dir_name, model_file_name
 if TYPE_CHECKING:  # annotations only: this module must not import TensorFlow when loaded
     from envs.base_env import BehaviorSpec
     from envs.unity.options import UnityOptions
-    from trainers.config import RunOptions
+    from trainers.config import CheckpointSettings, RunOptions, TrainerSettings
+    from trainers.loop.status import TrainingStatus
     from trainers.trainer import Trainer
 
 INT_OPTIONS = {
@@ -173,14 +174,14 @@ def _export_formats() -> tuple:
     return ("pb", "onnx")
 
 
-def export_hook(formats: tuple) -> Callable[[Any, str], None]:
+def export_hook(formats: tuple) -> Callable[["Trainer", str], None]:
     """Exports ``<Behavior>.pb/.onnx`` and ``<Behavior>-<step>.*`` beside each checkpoint.
 
     The export verifies itself against the live graph; a mismatch is an ExportError (the
     checkpoint is already saved when it is raised).
     """
 
-    def hook(trainer: Any, prefix: str) -> None:
+    def hook(trainer: "Trainer", prefix: str) -> None:
         from trainers.export import export_policy
 
         export_policy(
@@ -223,7 +224,9 @@ def run_worker(cluster_file: str, task_index: Optional[str]) -> int:
     return 0
 
 
-def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: Any) -> Tuple[int, str]:
+def _restore_for_run(
+    trainer: "Trainer", name: str, run_dir: str, status: "TrainingStatus", ckpt: "CheckpointSettings"
+) -> Tuple[int, str]:
     """--resume / --inference: the newest complete checkpoint of ``name`` (even one the
     status file does not list yet: a run killed right after writing it; half-written ones
     are skipped). Refuses, rather than playing or continuing an untrained policy, when none
@@ -244,7 +247,7 @@ def _restore_for_run(trainer: Any, name: str, run_dir: str, status: Any, ckpt: A
     return found
 
 
-def _trainer_settings(options: Any, name: str) -> Any:
+def _trainer_settings(options: "RunOptions", name: str) -> "TrainerSettings":
     """The behavior's settings, as ML-Agents picks them: its own section, else
     ``default_settings``; a behavior the config does not name, without default_settings,
     is an error (ML-Agents: "has not been specified in the trainer configuration")."""
@@ -256,7 +259,7 @@ def _trainer_settings(options: Any, name: str) -> Any:
     )
 
 
-def run_training(options: Any, cpu: bool = False, model: Optional[str] = None) -> int:
+def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] = None) -> int:
     """Builds envs, trainers and the controller from resolved options; returns exit code.
 
     Everything that can be checked is checked before ``--force`` deletes the old run (the
