@@ -55,6 +55,15 @@ def discount_rewards(rewards: np.ndarray, gamma: float, value_next: float = 0.0)
     return np.array(returns, np.float32)
 
 
+def normalized(values: np.ndarray, valid: np.ndarray, epsilon: float) -> np.ndarray:
+    """``(x - mean) / (std + epsilon)`` over the ``valid`` rows of ``values`` ``[T]``; 0 in
+    the others (LSTM padding), float32. The advantages' normalisation."""
+    if not valid.any():
+        return np.zeros(values.shape, np.float32)
+    mean, std = values[valid].mean(), values[valid].std()
+    return np.where(valid, (values - mean) / (std + epsilon), 0.0).astype(np.float32)
+
+
 def get_gae(
     rewards: np.ndarray, values: np.ndarray, value_next: float, gamma: float, lambd: float
 ) -> np.ndarray:

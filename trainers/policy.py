@@ -20,7 +20,7 @@ import numpy as np
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind
 from trainers.graph import BehaviorGraph
-from trainers.config import NetworkSettings, TrainerSettings
+from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.distributions import (
     Gaussian,
@@ -88,6 +88,7 @@ def build_actor(
     prev_action: Optional[tf.Tensor] = None,
     reset: Optional[tf.Tensor] = None,
     lstm_partner: Optional[LSTMPartner] = None,
+    log_std_init: float = 0.0,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
@@ -103,7 +104,9 @@ def build_actor(
     ``squashed``: SAC's tanh-squashed Gaussian (see `Policy.squashed`); ``noise``
     ``[B, c]``: the continuous sample's standard-normal noise, fed (None: drawn in-graph).
     ``lstm_partner``: another network's LSTM stepped together with this one
-    (`trainers.tf.lstm.LSTMPartner`; PPO's critic in the update).
+    (`trainers.tf.lstm.LSTMPartner`; PPO's critic in the update). ``log_std_init``: the
+    initial value of a non-squashed Gaussian's log std (used where the actor's variables
+    are created: the policy).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
@@ -116,7 +119,7 @@ def build_actor(
                 reset=reset, partner=lstm_partner,
             )
         cont = (
-            build_gaussian(encoding, action_spec.continuous_size, squashed, noise)
+            build_gaussian(encoding, action_spec.continuous_size, squashed, noise, log_std_init)
             if action_spec.is_continuous
             else None
         )
@@ -258,9 +261,11 @@ class Policy:
                     self.prev_action = tf.placeholder(
                         tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION
                     )
+            hp = settings.hyperparameters
             self.actor = build_actor(
                 self.obs, self.action_masks, spec, network, self.normalizers,
                 squashed=self.squashed, memory_in=self.memory_in, prev_action=self.prev_action,
+                log_std_init=hp.log_std_init if isinstance(hp, PPOSettings) else 0.0,
             )
             self._build_outputs(action_spec)
             self._acting: Optional[_ActingCopy] = (

@@ -35,11 +35,13 @@ TrainerType = Literal["ppo", "sac"]
 ScheduleType = Literal["linear", "constant"]
 EncoderType = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
 ActivationType = Literal["swish", "tanh", "relu"]
+AdvantageNormalization = Literal["buffer", "minibatch", "none"]
 
 TRAINER_TYPES: Tuple[str, ...] = get_args(TrainerType)
 SCHEDULE_TYPES: Tuple[str, ...] = get_args(ScheduleType)
 ENCODER_TYPES: Tuple[str, ...] = get_args(EncoderType)
 ACTIVATION_TYPES: Tuple[str, ...] = get_args(ActivationType)
+ADVANTAGE_NORMALIZATIONS: Tuple[str, ...] = get_args(AdvantageNormalization)
 
 
 # --------------------------------------------------------------------------------------
@@ -77,6 +79,26 @@ class PPOSettings:
     """True (ML-Agents): the value loss is clipped around the old estimates by epsilon;
     False (Stable-Baselines3's default): plain squared error. Clipping by 0.2 slows the
     critic where returns are large (CartPole: up to ~100)."""
+    # --- Beyond ML-Agents (Stable-Baselines3 / rl-zoo knobs); the defaults are ML-Agents'.
+    beta_final: float = 1e-5
+    """Where a linear beta schedule ends at max_steps (ML-Agents: 1e-5)."""
+    epsilon_final: float = 0.1
+    """Where a linear epsilon schedule ends at max_steps (ML-Agents: 0.1; the zoo's
+    ``lin_0.2`` clip range: 0)."""
+    max_grad_norm: Optional[float] = None
+    """Clip each update's gradient (policy and critic together) to this global norm; None:
+    no clipping (ML-Agents). Stable-Baselines3's PPO: 0.5."""
+    advantage_normalization: AdvantageNormalization = "buffer"
+    """buffer (ML-Agents): over the whole update buffer; minibatch (Stable-Baselines3):
+    over each minibatch; none."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of continuous actions (ML-Agents and
+    Stable-Baselines3: 0, a standard deviation of 1; the zoo sets e.g. -2)."""
+    normalize_reward: bool = False
+    """Scale the environment's reward by the running standard deviation of its discounted
+    return and clip it to [-10, 10], as Stable-Baselines3's ``VecNormalize(norm_reward=True)``
+    (the return uses the extrinsic signal's gamma and restarts with each episode). The
+    statistics are saved with checkpoints. Off in ML-Agents."""
 
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
@@ -92,6 +114,12 @@ class PPOSettings:
         _check_choice(self, "epsilon_schedule", SCHEDULE_TYPES, optional=True)
         _check_bool(self, "shared_critic")
         _check_bool(self, "clip_value_loss")
+        _check_number(self, "beta_final", 0.0)
+        _check_number(self, "epsilon_final", 0.0, 1.0, high_open=True)
+        _check_number(self, "max_grad_norm", 0.0, low_open=True, optional=True)
+        _check_choice(self, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
+        _check_number(self, "log_std_init", -20.0, 2.0)
+        _check_bool(self, "normalize_reward")
         if self.batch_size > self.buffer_size:
             raise _InvalidField(
                 "batch_size",
@@ -457,6 +485,12 @@ class TrainerSettings:
                 raise _InvalidField(
                     f"reward_signals.{name}",
                     f"expected {REWARD_SIGNAL_TYPES[name].__name__}, got {type(signal).__name__}",
+                )
+        if isinstance(self.hyperparameters, PPOSettings) and self.hyperparameters.normalize_reward:
+            if "extrinsic" not in self.reward_signals:
+                raise _InvalidField(
+                    "hyperparameters.normalize_reward",
+                    "true needs the extrinsic reward signal (it scales the environment's reward)",
                 )
         _check_instance(self, "behavioral_cloning", BehavioralCloningSettings, optional=True)
         _check_int(self, "keep_checkpoints", 1)

@@ -162,15 +162,20 @@ class PPOOptimizer(OptimizerBase):
             self.learning_rate = schedule(
                 hp.learning_rate, hp.learning_rate_schedule, self.current_step, settings.max_steps, 1e-10
             )
-            self.beta = schedule(hp.beta, hp.resolved_beta_schedule, self.current_step, settings.max_steps, 1e-5)
+            self.beta = schedule(
+                hp.beta, hp.resolved_beta_schedule, self.current_step, settings.max_steps, hp.beta_final
+            )
             self.epsilon = schedule(
-                hp.epsilon, hp.resolved_epsilon_schedule, self.current_step, settings.max_steps, 0.1
+                hp.epsilon, hp.resolved_epsilon_schedule, self.current_step, settings.max_steps, hp.epsilon_final
             )
             self.placeholders = self._make_placeholders(spec)
             groups = [
                 OptimizerGroup(
                     # Adam epsilon 1e-5, not ML-Agents' 1e-8 (TF's default): see ADAM_EPSILON.
-                    "ppo", tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON), (POLICY_SCOPE + "/", CRITIC_SCOPE + "/")
+                    "ppo",
+                    tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON),
+                    (POLICY_SCOPE + "/", CRITIC_SCOPE + "/"),
+                    max_grad_norm=hp.max_grad_norm,
                 )
             ]
             self._wiring = SignalWiring(self.signals, groups, self.placeholders)

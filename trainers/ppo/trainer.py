@@ -12,11 +12,12 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae
+from trainers.buffer import AgentBuffer, get_gae, normalized
 from trainers.fields import (
     ADVANTAGE,
     ADVANTAGES,
     CRITIC_MEMORY,
+    ENVIRONMENT_REWARDS,
     LOG_PROBS,
     MASKS,
     MEMORY,
@@ -30,6 +31,7 @@ from trainers.fields import (
     signal_key,
 )
 from trainers.ppo.optimizer import PPOOptimizer
+from trainers.ppo.reward_scale import RewardScale
 from trainers.tf.cluster import Chief
 from trainers.optimizer import prepare_signal_feeds
 from trainers.config import PPOSettings, TrainerSettings
@@ -82,6 +84,10 @@ class PPOTrainer(Trainer):
             self.bc = BCModule(
                 self.policy, settings.behavioral_cloning, hp.learning_rate, hp.batch_size, hp.num_epoch, seed
             )
+        self.reward_scale: Optional[RewardScale] = None
+        if hp.normalize_reward:  # the extrinsic signal is there (checked at load)
+            with self.policy.graph.as_default():
+                self.reward_scale = RewardScale(self.policy.session, self.signals["extrinsic"].gamma)
         self._finish_graph(cluster)
         self.buffer = AgentBuffer()
         self.has_updated = False  # set after the first update run returns
@@ -104,6 +110,8 @@ class PPOTrainer(Trainer):
             obs_all, traj.agent, traj.done, traj.memory, prev_all
         )
         fields = self.step_fields(traj)
+        if self.reward_scale is not None:  # what the extrinsic signal reads
+            fields[ENVIRONMENT_REWARDS] = self.reward_scale.scale(traj.agent, traj.rewards, traj.done)
         fields.update({obs_key(i): o for i, o in enumerate(traj.obs)})
         fields[LOG_PROBS] = traj.log_probs
         fields[MASKS] = np.ones(n, np.float32)
@@ -162,18 +170,20 @@ class PPOTrainer(Trainer):
         # Recurrent: the packed trajectories' last sequence is padded (masks 0) to whole
         # sequences; buffer_size counted real rows (trainers/buffer.py).
         self.buffer.pad_to_sequences(self.policy.sequence_length)
-        adv = self.buffer[ADVANTAGES]
-        # Normalised over the whole update buffer (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era),
-        # real rows only (LSTM padding rows have mask 0 and stay 0).
-        valid = self.buffer[MASKS] > 0
-        mean, std = adv[valid].mean(), adv[valid].std()
-        self.buffer[ADVANTAGES] = np.where(valid, (adv - mean) / (std + 1e-10), 0.0).astype(np.float32)
+        if hp.advantage_normalization == "buffer":
+            # Normalised over the whole update buffer (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era),
+            # real rows only (LSTM padding rows have mask 0 and stay 0).
+            self.buffer[ADVANTAGES] = normalized(self.buffer[ADVANTAGES], self.buffer[MASKS] > 0, 1e-10)
+        per_minibatch = hp.advantage_normalization == "minibatch"
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)
         count = 0
         self.behavior_graph.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
+                if per_minibatch:  # Stable-Baselines3's normalize_advantage (its epsilon, 1e-8)
+                    adv = normalized(minibatch[ADVANTAGES], minibatch[MASKS] > 0, 1e-8)
+                    minibatch = {**minibatch, ADVANTAGES: adv}
                 feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch[MASKS]))
                 run_update = self.optimizer.update_separately if self.separate_signal_updates else self.optimizer.update
                 for name, value in run_update(minibatch, self.step, feed).items():

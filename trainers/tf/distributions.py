@@ -80,7 +80,11 @@ class Gaussian:
 
 
 def build_gaussian(
-    encoding: tf.Tensor, size: int, squashed: bool = False, noise: Optional[tf.Tensor] = None
+    encoding: tf.Tensor,
+    size: int,
+    squashed: bool = False,
+    noise: Optional[tf.Tensor] = None,
+    log_std_init: float = 0.0,
 ) -> Gaussian:
     """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``.
 
@@ -93,7 +97,8 @@ def build_gaussian(
         if squashed:
             log_std_raw = dense(encoding, size, "log_std", gain=0.01)
         else:
-            log_std_raw = tf.get_variable("log_std", [size], encoding.dtype, tf.zeros_initializer())
+            init = tf.zeros_initializer() if log_std_init == 0.0 else tf.constant_initializer(log_std_init)
+            log_std_raw = tf.get_variable("log_std", [size], encoding.dtype, init)
     log_std = tf.clip_by_value(log_std_raw, LOG_STD_MIN, LOG_STD_MAX)
     if noise is None:
         noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)

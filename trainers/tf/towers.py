@@ -53,6 +53,8 @@ class OptimizerGroup:
     optimizer: tf.train.Optimizer
     scopes: Tuple[str, ...]
     joint: str = ""
+    max_grad_norm: Optional[float] = None
+    """Clip the group's averaged gradient to this global norm (None: no clipping)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,11 @@ def build_towers(
                 (average([tg[g.name][j] for tg in tower_grads], var), var)
                 for j, var in enumerate(group_vars[g.name])
             ]
+            if g.max_grad_norm is not None:
+                # After averaging: the norm of the whole minibatch's gradient, as with one
+                # tower, whatever the number of towers.
+                clipped, _ = tf.clip_by_global_norm([t for t, _ in averaged[g.name]], g.max_grad_norm)
+                averaged[g.name] = [(t, v) for t, (_, v) in zip(clipped, averaged[g.name])]
         stats = {
             name: average([tf.cast(o.stats[name], tf.float32) for o in outputs], outputs[0].stats[name])
             for name in outputs[0].stats
