@@ -1,6 +1,6 @@
 """Checks that N towers give the same update as 1 tower, and that towers run on their devices.
 
-Builds the full update graph (PPO or SAC + curiosity + GAIL, optionally VAIL) once with one tower
+Builds the full update graph (PPO or SAC + curiosity + GAIL + RND, optionally VAIL) once with one tower
 and once with N towers, loads the same weights into both, runs one update on the same
 minibatch, and prints the largest difference of every weight and statistic (relative to
 the largest value of the same network) and the devices each tower's ops ran on. Exits 1
@@ -51,6 +51,7 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: s
         MemorySettings,
         NetworkSettings,
         PPOSettings,
+        RNDSettings,
         SACSettings,
         TrainerSettings,
     )
@@ -71,6 +72,7 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: s
             "extrinsic": ExtrinsicSettings(),
             "curiosity": CuriositySettings(strength=0.1, encoding_size=16),
             "gail": GAILSettings(demo_path=demo, encoding_size=32, use_actions=True, use_vail=vail),
+            "rnd": RNDSettings(strength=0.01, learning_rate=1e-3, network_settings=NetworkSettings(hidden_units=16)),
         },
     )
     cls = SACTrainer if trainer == "sac" else PPOTrainer

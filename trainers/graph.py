@@ -113,11 +113,14 @@ class BehaviorGraph:
     def get_step(self) -> int:
         return int(self.session.run(self.global_step))
 
-    def save(self, prefix: str) -> None:
-        """Writes every variable to the checkpoint ``prefix``; one line for a disk error."""
+    def save(self, prefix: str, write_state: bool = True) -> None:
+        """Writes every variable to the checkpoint ``prefix``; one line for a disk error.
+
+        ``write_state``: also list it in TensorFlow's ``checkpoint`` file (its latest
+        checkpoint); False for a checkpoint kept beside the numbered ones (the best model's)."""
         assert self._saver is not None, "finalize() first"
         try:
-            self._saver.save(self.session, prefix, write_meta_graph=False, write_state=True)
+            self._saver.save(self.session, prefix, write_meta_graph=False, write_state=write_state)
         except tf.errors.OpError as exc:  # a full disk, a folder made read-only mid-run
             raise CheckpointError(f"{prefix}: cannot write the checkpoint ({op_error_reason(exc)})") from None
 

@@ -8,11 +8,14 @@ A run writes (ML-Agents' names, so that its tools and habits find them)::
         training_status.json             steps, kept checkpoints, behavior specs
         timers.json                      seconds per part of the loop
         Player-<i>.log                   Unity builds' player logs (written by envs.unity)
+        evaluation/Player-0.log          the evaluation build's player log (``evaluation:``)
       <Behavior>/                        `behavior_dir_name`: "/" becomes "_"
         checkpoint-<step>.index/.data-*  TensorFlow checkpoints (prefix ``checkpoint-<step>``)
         checkpoint                       TensorFlow's list of them (its name is TensorFlow's)
         <Behavior>.onnx, <Behavior>.pb   the latest exported models
         <Behavior>-<step>.onnx/.pb       the models exported at each kept checkpoint
+        checkpoint-best.index/.data-*    the best evaluation's checkpoint (``evaluation:``)
+        <Behavior>-best.onnx/.pb         the best evaluation's exported model
         stats.csv                        the statistics, long format
         events.out.tfevents.*            TensorBoard (the event file names are TensorBoard's)
         replay_buffer.npz                SAC with ``save_replay_buffer: true``
@@ -48,6 +51,12 @@ REPLAY_BUFFER_FILE = "replay_buffer.npz"
 #: A checkpoint prefix's base name: ``checkpoint-<step>`` (group 1: the step). A pattern,
 #: not a compiled regex, so that callers anchor it as they need (whole name or suffix).
 CHECKPOINT_PATTERN = r"checkpoint-(\d+)"
+#: What marks the best evaluation's files: ``checkpoint-best`` (which `CHECKPOINT_PATTERN`
+#: never matches, so resuming and pruning never take it for a numbered checkpoint) and
+#: ``<Behavior>-best.<ext>``.
+BEST = "best"
+#: The evaluation env's own log folder, inside `RUN_LOGS_DIR` (Unity builds' player logs).
+EVALUATION_LOGS_DIR = "evaluation"
 
 _CHECKPOINT = re.compile(CHECKPOINT_PATTERN)
 
@@ -64,6 +73,16 @@ def behavior_dir_name(behavior: str) -> str:
 def checkpoint_name(step: int) -> str:
     """The base name of the checkpoint prefix saved at ``step``: ``checkpoint-<step>``."""
     return f"checkpoint-{step}"
+
+
+def best_checkpoint_name() -> str:
+    """The base name of the best evaluation's checkpoint prefix: ``checkpoint-best``."""
+    return f"checkpoint-{BEST}"
+
+
+def best_model_stem(behavior: str) -> str:
+    """The file stem of the best evaluation's exported models: ``<Behavior>-best``."""
+    return f"{behavior_dir_name(behavior)}-{BEST}"
 
 
 def checkpoint_step(name: str) -> Optional[int]:
@@ -148,6 +167,21 @@ class RunLayout:
         """``<run>/<Behavior>/<Behavior>.<ext>``: the latest exported model (training writes
         it beside the per-step copies; ``trainer-export`` writes into ``--out``)."""
         return os.path.join(self.behavior_dir(behavior), model_file_name(behavior_dir_name(behavior), ext))
+
+    def best_checkpoint(self, behavior: str) -> str:
+        """``<run>/<Behavior>/checkpoint-best``: the checkpoint of the best evaluation so far
+        (``evaluation:``); never resumed from, never pruned."""
+        return os.path.join(self.behavior_dir(behavior), best_checkpoint_name())
+
+    def best_model(self, behavior: str, ext: str) -> str:
+        """``<run>/<Behavior>/<Behavior>-best.<ext>``: the model of the best evaluation."""
+        return os.path.join(self.behavior_dir(behavior), model_file_name(best_model_stem(behavior), ext))
+
+    @property
+    def evaluation_logs(self) -> str:
+        """``<run>/run_logs/evaluation``: the evaluation env's logs (a Unity build's player
+        log, apart from the training builds' ``Player-<i>.log``)."""
+        return os.path.join(self.run_dir, RUN_LOGS_DIR, EVALUATION_LOGS_DIR)
 
     def stats_csv(self, behavior: str) -> str:
         """``<run>/<Behavior>/stats.csv``."""

@@ -158,6 +158,14 @@ class Trainer(ABC):
         self.behavior_graph.save(prefix)
         return prefix
 
+    def save_as(self, prefix: str) -> None:
+        """Writes the checkpoint to ``prefix`` outside the numbered ones (the best
+        evaluation's ``checkpoint-best``): TensorFlow's list of checkpoints and SAC's replay
+        buffer are left as they are."""
+        os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
+        self.behavior_graph.set_step(self.step)
+        self.behavior_graph.save(prefix, write_state=False)
+
     def load(self, prefix: str, reset_step: bool = False) -> None:
         """Restores weights, optimizer state, normalizer and (unless ``reset_step``) the step."""
         self.behavior_graph.restore(prefix)

@@ -1,9 +1,10 @@
 """Deterministic built-in test environments (ML-Agents' test environments:
-docs/ML-AGENTS-FACTS.md#4-test-environments-used-to-prove-learning).
+docs/ML-AGENTS-FACTS.md#4-test-environments-used-to-prove-learning; `Simple` and `Memory`
+are by default ML-Agents Release 22's ``SimpleEnvironment`` and ``MemoryEnvironment``).
 
 * `Simple`: move to the goal shown in the observations (vector and/or visual, continuous,
   discrete or hybrid actions, several agents and behaviors).
-* `Memory`: `Simple` with the goal hidden after two steps (needs an LSTM).
+* `Memory`: `Simple` with the goal hidden after the first observations (needs an LSTM).
 * `Chain`: sparse reward at the far end of a chain (needs exploration, e.g. curiosity).
 
 Every env draws from one seeded ``np.random.Generator`` and has

@@ -34,7 +34,12 @@ def test_expert_reaches_optimal_return(cls: Any, kwargs: Dict[str, Any]) -> None
 
 
 def test_simple_optimal_return_is_about_one() -> None:
-    assert Simple().optimal_return() == pytest.approx(1.02)
+    assert Simple().optimal_return() == pytest.approx(1.02)  # 4 x -0.01 + 1.06
+    # ML-Agents' SUCCESS_REWARD is 1.06 whatever the step size: 1 x -0.01 + 1.06 with 0.8
+    # (2 steps); 10 x -0.01 + 1.06 with 0.1, whose 10 steps sum to 0.9999999999999999 in
+    # float64, so the goal is reached on the 11th.
+    assert Simple(step_size=0.8).optimal_return() == pytest.approx(1.05)
+    assert Simple(step_size=0.1).optimal_return() == pytest.approx(0.96)
     assert Chain().optimal_return() == 1.0
 
 
@@ -55,9 +60,102 @@ def test_simple_spec_and_first_steps() -> None:
     goal = decision.obs[0][:, 0]
     assert set(goal) <= {-1.0, 1.0}
     np.testing.assert_array_equal(decision.obs[1][:, 0], goal)
-    # Visual: every pixel (goal + 1) / 2, i.e. in [0, 1].
-    np.testing.assert_array_equal(decision.obs[2], np.broadcast_to(((goal + 1) / 2)[:, None, None, None], (2, 4, 5, 3)))
+    # Visual: every pixel is the goal value, as ML-Agents' `_make_obs`.
+    np.testing.assert_array_equal(decision.obs[2], np.broadcast_to(goal[:, None, None, None], (2, 4, 5, 3)))
     assert decision.action_mask is None
+
+
+def test_default_spec_is_ml_agents_simple_environment() -> None:
+    # SimpleEnvironment's defaults: action_sizes (1, 0), one vector observation of size 1,
+    # images VIS_OBS_SIZE (3, 20, 20) channels-first, i.e. (20, 20, 3) here.
+    spec = Simple().behavior_specs["Simple"]
+    assert [o.shape for o in spec.observation_specs] == [(1,)]
+    assert spec.action_spec.continuous_size == 1 and spec.action_spec.discrete_branches == ()
+    assert Simple(num_visual=1, num_vector=0).behavior_specs["Simple"].observation_specs[0].shape == (20, 20, 3)
+
+
+def test_unit_visual_images_hold_goal_plus_one_over_two() -> None:
+    env = Simple(num_agents=8, num_visual=1, vis_obs_size=(2, 2, 1), unit_visual=True, seed=0)
+    env.reset()
+    decision = env.get_steps("Simple")[0]
+    goal = decision.obs[0][:, 0]
+    assert set(goal) == {-1.0, 1.0}
+    np.testing.assert_array_equal(decision.obs[1], np.broadcast_to(((goal + 1) / 2)[:, None, None, None], (8, 2, 2, 1)))
+    with pytest.raises(EnvError, match="unit_visual"):
+        Simple(unit_visual="yes")
+
+
+def _positions(env: Simple, name: str = "Simple") -> list:
+    return env._state[name].position.tolist()  # type: ignore[attr-defined]
+
+
+def test_continuous_delta_is_the_action_clamped_to_step_size() -> None:
+    """ML-Agents: ``_delta = clamp(_delta, -self.step_size, self.step_size)``: an action of
+    0.5 with step_size 0.2 moves 0.2; a smaller action moves by itself."""
+    env = Simple(continuous=3, seed=0)
+    env.reset()
+    env.set_actions("Simple", ActionTuple(continuous=np.array([[0.5, -0.05, -7.0]], np.float32)))
+    env.step()
+    np.testing.assert_allclose(_positions(env), [[0.2, -0.05, -0.2]], rtol=0, atol=1e-8)
+    assert _positions(env)[0][0] == 0.2  # exactly step_size (clamped in float64)
+    # Any action >= step_size is a full step: 5 steps of 0.5 reach the goal.
+    env = Simple(seed=0)
+    env.reset()
+    steps = 0
+    while True:
+        env.set_actions("Simple", ActionTuple(continuous=np.array([[0.5]], np.float32)))
+        env.step()
+        steps += 1
+        decision, terminal = env.get_steps("Simple")
+        if len(terminal):
+            break
+    assert steps == 5
+    assert terminal.reward[0] in (np.float32(1.06), np.float32(-1.06)) and not terminal.interrupted[0]
+
+
+def test_discrete_branch_value_one_moves_up_zero_moves_down() -> None:
+    env = Simple(continuous=0, discrete=2, step_size=0.3, seed=0)
+    env.reset()
+    env.set_actions("Simple", ActionTuple(discrete=np.array([[1, 0]], np.int32)))
+    env.step()
+    assert _positions(env) == [[0.3, -0.3]]
+
+
+def test_rewards_are_ml_agents_values() -> None:
+    """-0.01 per step; at the end SUCCESS_REWARD (1.06, whatever step_size) x the mean over
+    coordinates of position x goal: 1.06 all right, -1.06 all wrong, 0 half and half."""
+    for step_size in (0.2, 0.5, 0.8):
+        for sign, want in ((1, 1.06), (-1, -1.06)):
+            env = Simple(step_size=step_size, seed=0)
+            env.reset()
+            rewards = []
+            while True:
+                goal = env._state["Simple"].goal[0]  # type: ignore[attr-defined]
+                env.set_actions("Simple", ActionTuple(continuous=np.array([[sign * goal]], np.float32)))
+                env.step()
+                decision, terminal = env.get_steps("Simple")
+                if len(terminal):
+                    rewards.append(float(terminal.reward[0]))
+                    break
+                rewards.append(float(decision.reward[0]))
+            steps = int(np.ceil(1 / step_size - 1e-9))
+            assert rewards == pytest.approx([-0.01] * (steps - 1) + [want]), (step_size, sign)
+    env = Simple(continuous=2, step_size=0.5, seed=0)
+    env.reset()
+    for _ in range(2):
+        env.set_actions("Simple", ActionTuple(continuous=np.array([[1.0, -1.0]], np.float32)))
+        env.step()
+    assert env.get_steps("Simple")[1].reward.tolist() == [0.0]
+
+
+def test_step_size_tenth_needs_eleven_steps_as_in_ml_agents() -> None:
+    # 10 x 0.1 in float64 is 0.9999999999999999, and ML-Agents' done test is pos >= 1.0.
+    env = Simple(step_size=0.1, seed=0)
+    env.reset()
+    for t in range(11):
+        env.set_actions("Simple", ActionTuple(continuous=np.ones((1, 1), np.float32)))
+        env.step()
+        assert (len(env.get_steps("Simple")[1]) == 1) is (t == 10), t
 
 
 def test_step_penalty_and_reward_since_last_decision() -> None:
@@ -99,28 +197,92 @@ def test_wrong_way_is_a_true_terminal_with_negative_reward() -> None:
     assert returns[0] == pytest.approx(-0.04 - 1.06)
 
 
-def test_no_time_limit_when_zero() -> None:
-    env = Simple(max_episode_steps=0)
+@pytest.mark.parametrize("cls", [Simple, Memory])
+def test_no_time_limit_by_default(cls: Any) -> None:
+    # ML-Agents' SimpleEnvironment never interrupts an episode.
+    env = cls()
     env.reset()
-    for _ in range(300):
+    name = list(env.behavior_specs)[0]
+    for _ in range(1000):
         env.step()  # no actions set: zeros, position stays at 0
-        assert len(env.get_steps("Simple")[1]) == 0
+        assert len(env.get_steps(name)[1]) == 0
 
 
-def test_memory_hides_goal_after_two_steps() -> None:
-    env = Memory(num_visual=1, vis_obs_size=(2, 2, 1), seed=1)
+def _memory_goals(env: Memory, steps: int, action: ActionTuple) -> list:
+    """(vector obs, first pixel) of agent 0 after the reset and after each step."""
     env.reset()
     seen = []
-    for _ in range(4):
+    for _ in range(steps):
         decision, _ = env.get_steps("Memory")
-        seen.append((decision.obs[0][0, 0], decision.obs[1][0, 0, 0, 0]))
-        env.set_actions("Memory", ActionTuple(continuous=np.zeros((1, 1))))
+        seen.append((float(decision.obs[0][0, 0]), float(decision.obs[1][0, 0, 0, 0])))
+        env.set_actions("Memory", action)
         env.step()
+    return seen
+
+
+def test_memory_shows_the_goal_while_step_count_is_at_most_two() -> None:
+    """ML-Agents' MemoryEnvironment: goal while ``step_count <= num_show_steps`` (2), then 0;
+    ``step_count`` grows by one per action dimension per step. A 1-D agent sees the goal in
+    its first 3 observations (reset, steps 1 and 2)."""
+    env = Memory(num_visual=1, vis_obs_size=(2, 2, 1), seed=1)
+    seen = _memory_goals(env, 5, ActionTuple(continuous=np.zeros((1, 1), np.float32)))
     goal = seen[0][0]
     assert goal in (-1.0, 1.0)
-    assert seen[1] == (goal, (goal + 1) / 2)
-    assert seen[2] == (0.0, 0.5) and seen[3] == (0.0, 0.5)
+    assert seen == [(goal, goal)] * 3 + [(0.0, 0.0)] * 2
     assert list(env.behavior_specs) == ["Memory"]
+    # Two action dimensions (hybrid): the counter is 2 after step 1, 4 after step 2.
+    env = Memory(continuous=1, discrete=1, num_visual=1, vis_obs_size=(1, 1, 1), seed=1)
+    hybrid = ActionTuple(continuous=np.zeros((1, 1), np.float32), discrete=np.ones((1, 1), np.int32))
+    seen = _memory_goals(env, 4, hybrid)
+    assert [s[0] != 0 for s in seen] == [True, True, False, False]
+    # Three: only the observation after the reset.
+    env = Memory(continuous=3, num_visual=1, vis_obs_size=(1, 1, 1), seed=1)
+    seen = _memory_goals(env, 3, ActionTuple(continuous=np.zeros((1, 3), np.float32)))
+    assert [s[0] != 0 for s in seen] == [True, False, False]
+    # unit_visual images: (goal + 1) / 2, then 0.5.
+    env = Memory(num_visual=1, vis_obs_size=(1, 1, 1), unit_visual=True, seed=1)
+    seen = _memory_goals(env, 4, ActionTuple(continuous=np.zeros((1, 1), np.float32)))
+    assert [s[1] for s in seen] == [(goal + 1) / 2] * 3 + [0.5]
+
+
+def test_memory_final_and_next_episode_observations() -> None:
+    """The final observation follows the same rule (step_size 1.0: the episode ends at step
+    1, counter 1: goal shown); the next episode starts from a counter of 0."""
+    env = Memory(step_size=1.0, num_agents=4, seed=2)
+    env.reset()
+    env.set_actions("Memory", ActionTuple(continuous=np.ones((4, 1), np.float32)))
+    env.step()
+    decision, terminal = env.get_steps("Memory")
+    assert len(terminal) == 4 and set(terminal.obs[0][:, 0]) <= {-1.0, 1.0}
+    assert set(decision.obs[0][:, 0]) <= {-1.0, 1.0} and decision.reward.tolist() == [0.0] * 4
+    env = Memory(seed=2)  # 5 steps: the final observation (counter 5) hides the goal
+    env.reset()
+    for _ in range(5):
+        env.set_actions("Memory", ActionTuple(continuous=np.ones((1, 1), np.float32)))
+        env.step()
+    decision, terminal = env.get_steps("Memory")
+    assert terminal.obs[0].tolist() == [[0.0]] and decision.obs[0][0, 0] in (-1.0, 1.0)
+
+
+def test_memory_needs_memory_to_score_well() -> None:
+    """Without memory a policy sees only 0 once the goal is hidden (after 3 of the 5 steps
+    of a perfect episode): walking at random from there averages about 0.48, biased walks
+    less, against the expert's 1.02. (Why tests/trainers/test_memory.py expects a
+    feed-forward network to stay below 0.6.)"""
+    means = []
+    for p_up in (0.5, 0.6):
+        env = Memory(continuous=0, discrete=1, num_agents=256, seed=0)
+        env.reset()
+        rng = np.random.default_rng(1)
+
+        def memoryless(name: str, decision: Any, p_up: float = p_up) -> ActionTuple:
+            seen = decision.obs[0][:, 0]
+            up = np.where(seen == 0, rng.random(len(seen)) < p_up, seen > 0)
+            return ActionTuple(discrete=up[:, None].astype(np.int32))
+
+        returns, _ = run_episodes(env, memoryless, 400)
+        means.append(float(np.mean(returns)))
+    assert 0.4 < means[0] < 0.55 and means[1] < means[0], means
 
 
 def test_multi_agent_multi_behavior_ids_are_unique_and_stable() -> None:

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from trainer_test_utils import config_path
+from trainer_test_utils import config_path, derived_config
 
 from envs.base_env import ActionTuple
 from envs.builtin import Memory
@@ -409,22 +409,60 @@ def memory_config(tmp_path, memory: bool = True, **replace: str) -> str:
     return str(path)
 
 
+def ml_agents_recurrent_config(tmp_path, memory: bool = True, continuous: bool = False) -> str:
+    """ML-Agents Release 22's test_recurrent_ppo (test_simple_rl.py, commit ac576f9f) as a
+    config: PPO_TORCH_CONFIG (1 x 32 units, beta and epsilon decaying linearly) with lr
+    1e-3, batch 64, buffer 128, memory_size 16 (sequence_length: R22's default 64), 6000
+    steps, on Memory; one checkpoint (one export) at the end. ``memory=False``: the same
+    without the LSTM."""
+    network = {"hidden_units": 32, "num_layers": 1,
+               "memory": {"memory_size": 16, "sequence_length": 64} if memory else None}
+    hyper = {"batch_size": 64, "buffer_size": 128, "learning_rate": 1.0e-3, "learning_rate_schedule": "constant",
+             "beta_schedule": "linear", "epsilon_schedule": "linear"}
+    return derived_config(config_path("Memory.yaml"), tmp_path / ("r22.yaml" if memory else "r22_ff.yaml"), {
+        "behaviors": {"Memory": {"hyperparameters": hyper, "network_settings": network, "max_steps": 6000,
+                                 "summary_freq": 500, "checkpoint_interval": 6000}},
+        "env_settings": {"env_args": {"continuous": int(continuous), "discrete": int(not continuous)}, "seed": 1},
+    })
+
+
 def test_memory_env_needs_the_lstm_and_the_export_plays(run_cli, tmp_path):
-    """PPO + LSTM solves Memory (> 0.9); the same budget without memory stays far below;
-    the exported ONNX model, its memories fed back per agent, plays it as well."""
-    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--max-steps=4000")
+    """ML-Agents' test_recurrent_ppo, action_sizes (0, 1): PPO + LSTM solves Memory in 6000
+    steps (> 0.9, here the mean of the last summary period, 500 steps); the same run
+    without memory stays below 0.6 (the best memoryless policy, which walks at random once
+    the goal is hidden, averages about 0.48); the exported ONNX model, its memories fed
+    back per agent, plays it as well.
+
+    Measured (seeds 1-8 and 1337; seed 1 here): the last summary 0.92-1.0 except seed 7
+    (0.73); the last-5 mean stays above 0.9 from step 4413-5987 (seed 1: 5057), where
+    ML-Agents reaches 0.98 by about step 2000 (issue 32 item 2). Without memory: 0.08 and
+    0.44 (seeds 1, 2)."""
+    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path), "--run-id=lstm")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "lstm")
-    assert rows[-1][1] > 0.9, rows
-    code, _, err = run_cli(memory_config(tmp_path, memory=False), "--run-id=ff", "--max-steps=4000")
+    assert rows[-1][0] == 6000 and rows[-1][1] > 0.9, rows
+    code, _, err = run_cli(ml_agents_recurrent_config(tmp_path, memory=False), "--run-id=ff")
     assert code == 0, err
     ff = reward_rows(run_cli.results, "ff")
-    assert ff[-1][1] < 0.5, ff
+    assert ff[-1][1] < 0.6, ff
     model = os.path.join(run_cli.results, "lstm", "Memory", "Memory.onnx")
-    code, out, err = run_cli(memory_config(tmp_path), "--run-id=lstm", "--inference", f"--model={model}", "--max-steps=300")
+    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path), "--run-id=lstm", "--inference", f"--model={model}",
+                             "--max-steps=300")
     assert code == 0, err
     played = reward_rows(run_cli.results, "lstm")
     assert played[-1][0] == 300 and played[-1][1] > 0.9, played
+
+
+def test_ml_agents_recurrent_ppo_continuous(run_cli, tmp_path):
+    """ML-Agents' test_recurrent_ppo, action_sizes (1, 0): > 0.9 in 6000 steps. Measured
+    (seeds 1-8 and 1337; seed 1 here): the last summary 0.94-0.98 on 6 of 9 seeds, the
+    last-5 mean above 0.9 from step 4055-5656; seeds 3, 4 and 7 end at -0.02, 0.84 and 0.02
+    (given 12000 steps, over which beta and epsilon then decay, seed 3 stays above 0.9
+    from step 9766)."""
+    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path, continuous=True), "--run-id=lstm")
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, "lstm")
+    assert rows[-1][0] == 6000 and rows[-1][1] > 0.9, rows
 
 
 @pytest.mark.slow
@@ -463,11 +501,10 @@ def test_recurrent_policies_with_other_signals_and_actions_learn(run_cli, tmp_pa
         text = open(config_path("Simple_hybrid.yaml")).read().replace("      num_layers: 1\n", LSTM, 1)
         config = str(tmp_path / "hybrid.yaml")
         open(config, "w").write(text)
-        # LSTM + hybrid on Simple is seed-sensitive at 6000 steps: seeds 1-8 reached > 0.9
-        # on 6 of 8 with the critic's LSTM built on its own and on 5 of 8 with the critic
-        # stepped beside the actor (the same update for the same weights; only the order
-        # that draws the initial weights changed). The others sit near -0.15, a local
-        # optimum. Seed 7 learns with both; what this test shows is that it can learn.
+        # LSTM + hybrid on Simple is seed-sensitive at 6000 steps: seeds 1, 3, 5, 6 and 7 of
+        # 1-8 end above 0.9 (1.0-1.02); seeds 2 and 4 settle at -0.05 (one coordinate goes
+        # each way whatever the goal, a local optimum), seed 8 at 0.44. Seed 7 stays above
+        # 0.9 (last-5 mean) from step 2507; what this test shows is that it can learn.
         args, behavior = ["--seed=7"], "Simple"
     code, out, err = run_cli(config, f"--run-id={case}", *args)
     assert code == 0, err

@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from trainer_test_utils import CONFIG_DIR, make_spec, random_obs
+from trainer_test_utils import CONFIG_DIR, derived_config, make_spec, random_obs
 
 from trainers.sac.optimizer import target_entropies
 from trainers.sac.replay import ReplayBuffer
@@ -413,6 +413,15 @@ def reward_rows(results, run_id: str, behavior: str = "Simple"):
     [("Simple_continuous.yaml", 0.9), ("Simple_discrete.yaml", 0.9), ("Simple_2d.yaml", 0.8), ("Simple_gail.yaml", 0.9)],
 )
 def test_sac_solves_simple(run_cli, config, threshold):
+    # Simple_continuous / Simple_discrete: ML-Agents Release 22's test_simple_sac
+    # (SAC_TORCH_CONFIG: lr 5e-3, batch 8, buffer_init_steps 100, tau 0.01, init_entcoef
+    # 0.01, 1 x 16 units; 1000 steps; last-5 mean > 0.9); ours asks the mean of the last
+    # summary period (250 steps, about 50 episodes) > 0.9. Measured (seeds 1-5, seed 1
+    # here): the last-5 mean stays above 0.9 from step 183-339 (continuous), 144-214
+    # (discrete). Simple_2d (step_size 0.8, our budget of 1500 steps; ML-Agents' own 2-D
+    # test is test_sac_solves_ml_agents_2d_simple): > 0.8 as ML-Agents' 2-D test asks;
+    # measured 1.03-1.05 at the end (seeds 1-5). Simple_gail: our own settings (30 demo
+    # steps, no extrinsic reward); measured 1.02 at the end (seeds 1-3).
     code, out, err = run_cli(sac_config(config), "--run-id=learn")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "learn")
@@ -423,6 +432,22 @@ def test_sac_solves_simple(run_cli, config, threshold):
         assert {"Losses/GAIL Loss", "Losses/Pretraining Loss", "Losses/Q1 Loss"} <= tags
     # The run exported the squashed actor.
     assert os.path.exists(os.path.join(run_cli.results, "learn", "Simple", "Simple.onnx"))
+
+
+@pytest.mark.parametrize("actions", [{"continuous": 2, "discrete": 0}, {"continuous": 0, "discrete": 2}],
+                         ids=["continuous", "discrete"])
+def test_sac_solves_ml_agents_2d_simple(run_cli, tmp_path, actions):
+    # ML-Agents Release 22's test_2d_sac, action_sizes (2, 0) and (0, 2): step_size 0.8,
+    # buffer_init_steps 2000, 3000 steps, last-5 mean > 0.8. Measured (seeds 1-3, seed 1
+    # here): the last summary (500 steps) 1.05 in all six runs; the last-5 mean 0.83-1.05.
+    config = derived_config(sac_config("Simple_2d.yaml"), tmp_path / "2d.yaml", {
+        "behaviors": {"Simple": {"hyperparameters": {"buffer_init_steps": 2000}, "max_steps": 3000}},
+        "env_settings": {"env_args": dict(actions, step_size=0.8), "seed": 1},
+    })
+    code, out, err = run_cli(config, "--run-id=learn")
+    assert code == 0, err
+    rows = reward_rows(run_cli.results, "learn")
+    assert len(rows) == 6 and rows[-1] > 0.8, rows
 
 
 def check_towers_module():

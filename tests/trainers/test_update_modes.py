@@ -24,11 +24,11 @@ def test_separate_runs_reach_the_same_weights(tmp_path):
         variables = trainer.policy.graph.get_collection("variables")
         results.append((stats, dict(zip([v.op.name for v in variables], trainer.policy.session.run(variables)))))
     (stats_a, weights_a), (stats_b, weights_b) = results
-    assert separate.optimizer.update_runs == 3  # ppo, curiosity, gail: one run each
+    assert separate.optimizer.update_runs == 4  # ppo, curiosity, gail, rnd: one run each
     assert one_run.optimizer.update_runs == 1
     for name, value in weights_a.items():
         np.testing.assert_allclose(weights_b[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
-    for key in ("policy_loss", "value_loss", "curiosity/loss", "gail/loss", "gail/kl"):
+    for key in ("policy_loss", "value_loss", "curiosity/loss", "gail/loss", "gail/kl", "rnd/loss"):
         assert abs(stats_a[key] - stats_b[key]) <= 1e-5 * max(1.0, abs(stats_a[key])), key
     one_run.close()
     separate.close()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 import yaml
@@ -47,6 +47,34 @@ def crashing_workers_config(source: str, path: str) -> str:
     cfg["env_settings"] = {"env_path": "builtin:_Crash", "num_envs": 2, "seed": 10,
                            "env_args": {"continuous": 0, "discrete": 1, "behavior_names": ["Simple"],
                                         "exit_at_step": 300, "crash_seed": 11}}
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return str(path)
+
+
+def _merge(into: Dict[str, Any], overrides: Dict[str, Any]) -> None:
+    for key, value in overrides.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def derived_config(base: str, path, overrides: Dict[str, Any]) -> str:
+    """The config file ``base`` with ``overrides`` merged in (nested mappings merge, other
+    values replace, ``None`` deletes the key), written to ``path``. Relative demo paths are
+    made absolute from ``base``'s folder, so the copy finds the same demos."""
+    with open(base) as f:
+        cfg = yaml.safe_load(f)
+    _merge(cfg, overrides)
+    folder = os.path.dirname(os.path.abspath(base))
+    for behavior in (cfg.get("behaviors") or {}).values():
+        sections = [behavior.get("behavioral_cloning")] + list((behavior.get("reward_signals") or {}).values())
+        for section in sections:
+            if isinstance(section, dict) and section.get("demo_path") and not os.path.isabs(section["demo_path"]):
+                section["demo_path"] = os.path.normpath(os.path.join(folder, section["demo_path"]))
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f)
     return str(path)

@@ -58,10 +58,11 @@ from envs.exceptions import EnvError
 from trainers import __version__, show_tensorflow_logs
 from trainers.cli import usage_error
 from trainers.exceptions import CheckpointError, ConfigError, TrainerError, os_error_line, shorten
-from trainers.layout import RunLayout, behavior_dir_name, model_file_name
+from trainers.layout import RunLayout, behavior_dir_name, best_model_stem, model_file_name
 
 if TYPE_CHECKING:  # annotations only: this module must not import TensorFlow when loaded
     from envs.base_env import BehaviorSpec
+    from envs.managers.base import EnvManager
     from envs.unity.options import UnityOptions
     from trainers.config import CheckpointSettings, RunOptions, TrainerSettings
     from trainers.loop.status import TrainingStatus
@@ -174,8 +175,10 @@ def _export_formats() -> tuple:
     return ("pb", "onnx")
 
 
-def export_hook(formats: tuple) -> Callable[["Trainer", str], None]:
-    """Exports ``<Behavior>.pb/.onnx`` and ``<Behavior>-<step>.*`` beside each checkpoint.
+def export_hook(formats: tuple, best: bool = False) -> Callable[["Trainer", str], None]:
+    """Exports ``<Behavior>.pb/.onnx`` and ``<Behavior>-<step>.*`` beside each checkpoint;
+    ``best``: ``<Behavior>-best.pb/.onnx`` beside ``checkpoint-best`` (the controller's
+    ``on_best``; `RunLayout.best_model`).
 
     The export verifies itself against the live graph; a mismatch is an ExportError (the
     checkpoint is already saved when it is raised).
@@ -184,15 +187,50 @@ def export_hook(formats: tuple) -> Callable[["Trainer", str], None]:
     def hook(trainer: "Trainer", prefix: str) -> None:
         from trainers.export import export_policy
 
+        name = trainer.behavior_name
         export_policy(
             trainer.policy,
             os.path.dirname(prefix),
-            step=trainer.step,
+            step=None if best else trainer.step,
             formats=formats,
-            file_stem=behavior_dir_name(trainer.behavior_name),
+            file_stem=best_model_stem(name) if best else behavior_dir_name(name),
         )
 
     return hook
+
+
+_EDITOR_EVALUATION = (
+    "{section}.evaluation: needs an environment of its own beside the training one, and the "
+    "Unity Editor is only one; train a build (env_settings.env_path) or remove evaluation"
+)
+
+
+def _evaluation_env(options: "RunOptions", seed: int, is_unity: bool, section: str) -> "EnvManager":
+    """The env behaviors with ``evaluation:`` are evaluated on: built like the training
+    envs, with one worker and its own seed (`trainers.loop.evaluation.evaluation_seed`); a
+    Unity build listens on the port after the training builds' and writes its player log to
+    ``run_logs/evaluation/``. ``section``: the config section asking for it (for the error
+    the Unity Editor, which is one instance only, gets)."""
+    import dataclasses
+
+    from envs.managers import make_env_manager
+    from trainers.loop.evaluation import evaluation_seed
+
+    env_settings = options.env_settings
+    unity = None
+    if is_unity:
+        if env_settings.env_path is None:
+            raise ConfigError(_EDITOR_EVALUATION.format(section=section))
+        training = unity_options(options)
+        unity = dataclasses.replace(
+            training,
+            base_port=env_settings.base_port + env_settings.num_envs,
+            log_folder=RunLayout(options.run_dir).evaluation_logs,
+        )
+    return make_env_manager(
+        env_settings.env_path, env_settings.env_args, 1, env_settings.agents_per_env, evaluation_seed(seed),
+        unity=unity, step_timeout=float(env_settings.timeout_wait),
+    )
 
 
 def _load_onnx_policy(trainer: Trainer, model: str, name: str, spec: BehaviorSpec, num_behaviors: int) -> None:
@@ -331,6 +369,12 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
         from envs.registry import parse_env_id
 
         is_unity = env_settings.env_path is None or parse_env_id(env_settings.env_path)[0] == "unity"
+        if is_unity and env_settings.env_path is None and not ckpt.inference:
+            # Before waiting for the Editor's Play button (default_settings: once the
+            # behaviors are known, in _evaluation_env).
+            for name, settings in options.behaviors.items():
+                if settings.evaluation is not None:
+                    raise ConfigError(_EDITOR_EVALUATION.format(section=f"behaviors.{name}"))
         try:
             env = make_env_manager(
                 env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
@@ -341,6 +385,7 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
             if chief is not None:
                 chief.end_workers()
             raise
+        evaluation_env: Optional[EnvManager] = None
         trainers: Dict[str, Trainer] = {}
         trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
         reporters: Dict[str, StatsReporter] = {}
@@ -355,6 +400,10 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                         f"(it has: {', '.join(specs)})"
                     )
             settings_of = {name: _trainer_settings(options, name) for name in specs}
+            evaluated = [n for n, s in settings_of.items() if s.evaluation is not None and not ckpt.inference]
+            if evaluated:
+                section = f"behaviors.{evaluated[0]}" if evaluated[0] in options.behaviors else "default_settings"
+                evaluation_env = _evaluation_env(options, seed, is_unity, section)
             resumed = ckpt.resume and bool(status.behaviors)
             # A resumed run continues its clock and its TensorBoard curves from the checkpoint
             # (its step is known once it is restored, below, before anything is written).
@@ -401,6 +450,7 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                 tensorboard.resume_from(min(restored.values()))
             for name in trainers:  # after resume_from: the first event opens the event file
                 reporters[name].add_property("hyperparameters", settings_of[name])
+            formats = () if ckpt.inference else _export_formats()
             controller = TrainerController(
                 env,
                 trainers,
@@ -408,7 +458,9 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                 run_dir,
                 status,
                 training=not ckpt.inference,
-                on_checkpoint=None if ckpt.inference else export_hook(_export_formats()),
+                on_checkpoint=None if ckpt.inference else export_hook(formats),
+                evaluation_env=evaluation_env,
+                on_best=export_hook(formats, best=True) if evaluation_env is not None else None,
             )
             controller.run()
         finally:
@@ -419,7 +471,11 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                     reporter.close()
             finally:
                 try:  # last: after a second Ctrl-C it passes the interrupt on, once every worker is gone
-                    env.close()
+                    try:
+                        if evaluation_env is not None:
+                            evaluation_env.close()
+                    finally:
+                        env.close()
                 finally:
                     if chief is not None:
                         chief.end_workers()  # the run is over: the workers stop serving

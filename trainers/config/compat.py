@@ -32,7 +32,6 @@ _UNSUPPORTED_TRAINERS: Dict[str, str] = {
 }
 
 _UNSUPPORTED_SIGNALS: Dict[str, str] = {
-    "rnd": "not supported (random network distillation, ML-Agents 2.0); use curiosity",
 }
 
 # env_settings keys that manage Unity processes, with ML-Agents' defaults.

@@ -40,6 +40,10 @@ MAX_BUFFER_SIZE = 10**8
 at its first trajectory). The smallest row is about 28 bytes (a 1-float observation and
 its successor, one action, reward, done, mask): 10^8 rows need 2.8 GB at the least and
 about 80 GB for a 100-float observation, so more cannot plausibly fit in memory."""
+MAX_EVALUATION_EPISODES = 10_000
+"""Episodes of one evaluation (``evaluation.episodes``). Training waits while they are
+played, one after another on one env; SB3's EvalCallback plays 5, and 10,000 episodes of
+1,000 steps already stop training for hours at every evaluation."""
 
 
 def _check_at_most(obj: Any, key: str, limit: int, unit: str, why: str) -> None:

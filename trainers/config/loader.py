@@ -215,6 +215,7 @@ _FLAT_TRAINER_KEYS = (
     "checkpoint_interval",
     "init_path",
     "threaded",
+    "evaluation",
 )
 _FLAT_HYPER_KEYS = tuple(
     dict.fromkeys(_field_names(PPOSettings) + _field_names(SACSettings))

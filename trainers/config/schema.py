@@ -22,6 +22,7 @@ from trainers.config._fields import (
 )
 from trainers.config.limits import (
     MAX_BODY_WEIGHTS,
+    MAX_EVALUATION_EPISODES,
     MAX_MEMORY_SIZE,
     MAX_NUM_LAYERS,
     MAX_SEQUENCE_LENGTH,
@@ -357,6 +358,28 @@ class GAILSettings(RewardSignalSettings):
         _check_signal_network(self)
 
 
+@dataclass(frozen=True)
+class RNDSettings(RewardSignalSettings):
+    """Random network distillation (``reward_signals.rnd``, ML-Agents 2.0)."""
+
+    learning_rate: float = 1e-4
+    """Learning rate of the predictor network (> 0)."""
+    encoding_size: Optional[int] = None
+    """Deprecated in ML-Agents: the networks' hidden units when network_settings is absent."""
+    network_settings: Optional[NetworkSettings] = None
+    """The target's and the predictor's network (hidden_units = the encoding compared,
+    num_layers, normalize, vis_encode_type); None: ML-Agents' default network (128 units,
+    2 layers, raw observations), or encoding_size units."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int(self, "encoding_size", 1, optional=True)
+        if self.encoding_size is not None:
+            _check_hidden_units(self, "encoding_size")
+        _check_number(self, "learning_rate", 0.0, low_open=True)
+        _check_signal_network(self)
+
+
 def _check_signal_network(signal: Any) -> None:
     _check_instance(signal, "network_settings", NetworkSettings, optional=True)
     if signal.network_settings is not None and signal.network_settings.memory is not None:
@@ -369,6 +392,7 @@ REWARD_SIGNAL_TYPES: Dict[str, Type[RewardSignalSettings]] = {
     "extrinsic": ExtrinsicSettings,
     "curiosity": CuriositySettings,
     "gail": GAILSettings,
+    "rnd": RNDSettings,
 }
 """Allowed ``reward_signals`` names and their settings classes."""
 
@@ -397,6 +421,30 @@ class BehavioralCloningSettings:
         _check_int(self, "batch_size", 1, optional=True)
         _check_int(self, "num_epoch", 1, optional=True)
         _check_int(self, "samples_per_update", 0)
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """Deterministic evaluation and the best model (``evaluation:``); absent: none.
+
+    Every ``interval`` agent steps of training, the policy's mode (no sampling) plays
+    ``episodes`` episodes on an env instance of its own (`trainers.loop.evaluation`); the
+    mean return is ``Environment/Evaluation Reward``, and the best one so far keeps its
+    model (``<Behavior>-best.onnx``/``.pb``) and checkpoint (``checkpoint-best``). Beyond
+    ML-Agents (Stable-Baselines3's ``EvalCallback``, whose defaults these are)."""
+
+    interval: int = 10000
+    """Agent steps between evaluations (> 0)."""
+    episodes: int = 5
+    """Episodes per evaluation (> 0, at most MAX_EVALUATION_EPISODES)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "interval", 1)
+        _check_int(self, "episodes", 1)
+        _check_at_most(
+            self, "episodes", MAX_EVALUATION_EPISODES, "episodes",
+            "training waits while an evaluation plays them, one env, one after another",
+        )
 
 
 def _default_reward_signals() -> Dict[str, RewardSignalSettings]:
@@ -436,6 +484,9 @@ class TrainerSettings:
     trainers/threaded.py); with several env workers they also step out of lockstep
     (trainers/controller.py). False (default): updates stop the envs, workers step in
     lockstep, runs are reproducible."""
+    evaluation: Optional[EvaluationSettings] = None
+    """Deterministic evaluation on an env of its own every ``interval`` steps, keeping the
+    best model; None: off (beyond ML-Agents)."""
 
     @property
     def kind(self) -> TrainerKind:
@@ -500,6 +551,7 @@ class TrainerSettings:
         _check_int(self, "summary_freq", 1)
         _check_str(self, "init_path", optional=True)
         _check_bool(self, "threaded")
+        _check_instance(self, "evaluation", EvaluationSettings, optional=True)
 
 
 @dataclass(frozen=True)

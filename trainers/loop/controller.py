@@ -18,6 +18,9 @@ env worker or a cluster worker fails.
 Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
 (`trainers.loop.threaded`; the hooks are together at the end of `TrainerController`); a
 checkpoint then waits for the running update, so none is written mid-update.
+Behaviors with ``evaluation:`` are evaluated every ``interval`` steps after their
+checkpoints, on an env of their own (`trainers.loop.evaluation`, which says why training is
+unchanged by it), also never mid-update; the best mean return keeps its checkpoint and model.
 
 Env workers step in lockstep (every worker, then the next step once all have answered),
 which keeps a run exactly reproducible, unless a behavior is threaded (which gives that
@@ -30,6 +33,7 @@ another (the steps/s it gains: README, "Threaded updates").
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -44,6 +48,7 @@ from envs.exceptions import EnvInterrupted, EnvWorkerError
 from trainers.exceptions import WorkerLostError
 from trainers.layout import RunLayout
 from trainers.loop.checkpoints import run_relative
+from trainers.loop.evaluation import MAX_STEPS_PER_EPISODE, EvaluatedBehavior, EvaluationResult, Evaluator
 from trainers.loop.status import CheckpointEntry, TrainingStatus
 from trainers.loop.threaded import BackgroundUpdater
 from trainers.loop.trajectory import AgentProcessor, Trajectory
@@ -52,6 +57,10 @@ from trainers.stats.reporter import StatsAggregation, StatsReporter
 from trainers.trainer import Trainer
 
 CheckpointHook = Callable[[Trainer, str], None]
+
+#: What an evaluation writes, at its step (`StatsReporter.write_now`).
+EVALUATION_REWARD_TAG = "Environment/Evaluation Reward"
+EVALUATION_LENGTH_TAG = "Environment/Evaluation Episode Length"
 
 
 @dataclass
@@ -69,10 +78,11 @@ class Timers:
     # (so the parts add up to more than ``total``); ``swap``: acting-weight swaps.
     swap: float = 0.0
     update_wait: float = 0.0  # controller time spent waiting for a running update
+    evaluation: float = 0.0  # evaluations (``evaluation:``), their env steps and inference included
 
     def as_dict(self) -> Dict[str, object]:
         keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations", "swap",
-                "update_wait")
+                "update_wait", "evaluation")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -90,6 +100,8 @@ class BehaviorState:
     # The environment's ids of this behavior (``Name?team=N`` from Unity games, the plain
     # name elsewhere): every team of ``Name`` acts through ``Name``'s trainer.
     ids: Tuple[str, ...] = ()
+    next_evaluation: Optional[int] = None  # None: no ``evaluation:`` (or not training)
+    best_reward: Optional[float] = None  # the best evaluation's mean return (kept by --resume)
 
 
 @dataclass(slots=True)
@@ -129,7 +141,13 @@ class TrainerController:
         status: TrainingStatus,
         training: bool = True,
         on_checkpoint: Optional[CheckpointHook] = None,
+        evaluation_env: Optional[EnvManager] = None,
+        on_best: Optional[CheckpointHook] = None,
     ) -> None:
+        """``evaluation_env``: where behaviors with ``evaluation:`` are evaluated (training
+        only; the caller builds and closes it); ``on_best``: called with the trainer and the
+        prefix of ``checkpoint-best`` after a new best evaluation (the best model's export),
+        as ``on_checkpoint`` after each checkpoint."""
         self.env = env
         self.training = training
         self.run_dir = run_dir
@@ -137,6 +155,8 @@ class TrainerController:
         self.layout = RunLayout(run_dir)
         self.status_path = self.layout.training_status
         self.on_checkpoint = on_checkpoint
+        self.on_best = on_best
+        self.evaluator = Evaluator(evaluation_env) if training and evaluation_env is not None else None
         self.timers = Timers()
         self.behaviors: Dict[str, BehaviorState] = {}
         ids = behavior_ids(env.behavior_specs)
@@ -154,6 +174,13 @@ class TrainerController:
             state.next_checkpoint = (trainer.step // s.checkpoint_interval + 1) * s.checkpoint_interval
             if training and s.updates_in_thread:
                 state.updater = BackgroundUpdater(trainer)
+            if training and s.evaluation is not None:
+                if self.evaluator is None:
+                    raise ValueError(f"behaviors.{name}.evaluation: the controller needs an evaluation_env")
+                interval = s.evaluation.interval
+                state.next_evaluation = (trainer.step // interval + 1) * interval
+                best = status.get_best_checkpoint(name)
+                state.best_reward = best.reward if best is not None else None
             self.behaviors[name] = state
             if training:  # saved with every status: trainer-export rebuilds the actor without an env
                 status.set_behavior_spec(name, trainer.spec)
@@ -374,6 +401,64 @@ class TrainerController:
                 self.save_checkpoint(name)
                 interval = trainer.settings.checkpoint_interval
                 b.next_checkpoint = (trainer.step // interval + 1) * interval
+            evaluation = trainer.settings.evaluation
+            if b.next_evaluation is not None and evaluation is not None and trainer.step >= b.next_evaluation:
+                if self._stop_signal is None:
+                    self._collect_update(b, wait=True)  # never an evaluation mid-update
+                    self.evaluate(name)
+                b.next_evaluation = (trainer.step // evaluation.interval + 1) * evaluation.interval
+
+    # ------------------------------------------------------------ evaluation
+
+    def evaluate(self, name: str) -> Optional[EvaluationResult]:
+        """Plays the behavior's evaluation episodes on the evaluation env (every behavior
+        acting deterministically), writes ``Environment/Evaluation Reward`` and
+        ``Environment/Evaluation Episode Length`` at the current step and, for the best mean
+        return so far, saves ``checkpoint-best``, the status and the best model (`on_best`).
+        None when a stop request cut it short (nothing written)."""
+        b = self.behaviors[name]
+        trainer = b.trainer
+        evaluation = trainer.settings.evaluation
+        if self.evaluator is None or evaluation is None:
+            raise ValueError(f"{name}: no evaluation (evaluation settings and an evaluation env are needed)")
+        actors = {n: EvaluatedBehavior(s.trainer.actor, s.trainer.spec) for n, s in self.behaviors.items()}
+        t = time.perf_counter()
+        try:
+            result = self.evaluator.run(name, evaluation.episodes, actors, lambda: self._stop_signal is not None)
+        finally:
+            self.timers.evaluation += time.perf_counter() - t
+        if result is None:
+            return None
+        if not result.rewards:  # no episode ended within the evaluation's step budget
+            print(
+                f"[WARNING] {name}. Step: {trainer.step}. The evaluation ended no episode in "
+                f"{evaluation.episodes} x {MAX_STEPS_PER_EPISODE} steps; nothing written.",
+                flush=True,
+            )
+            return result
+        b.stats.write_now({EVALUATION_REWARD_TAG: result.rewards, EVALUATION_LENGTH_TAG: result.lengths}, trainer.step)
+        reward = result.mean_reward
+        if math.isfinite(reward) and (b.best_reward is None or reward > b.best_reward):
+            self._save_best(name, reward)
+        return result
+
+    def _save_best(self, name: str, reward: float) -> None:
+        """``checkpoint-best`` (beside the numbered ones, never pruned or resumed from), then
+        the status recording it (atomically), then the best model (`on_best`), in the order
+        of a checkpoint's files."""
+        b = self.behaviors[name]
+        trainer = b.trainer
+        prefix = self.layout.best_checkpoint(name)
+        trainer.save_as(prefix)
+        previous = b.best_reward
+        entry = CheckpointEntry(trainer.step, run_relative(name, prefix), time.time(), reward)
+        self.status.set_best_checkpoint(name, entry)
+        self._save_status()
+        b.best_reward = reward
+        before = "" if previous is None else f" (was {previous:.3f})"
+        print(f"[INFO] {name}. Step: {trainer.step}. New best evaluation reward {reward:.3f}{before}.", flush=True)
+        if self.on_best is not None:
+            self.on_best(trainer, prefix)
 
     # ----------------------------------------------------------- checkpoints
 

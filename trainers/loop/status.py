@@ -119,6 +119,10 @@ class BehaviorStatus:
     """What the behavior observes and how it acts, as the env reported it when training:
     enough to rebuild its actor without the env (``trainer-export``). None in a status
     written before specs were recorded."""
+    best_checkpoint: Optional[CheckpointEntry] = None
+    """The checkpoint of the best evaluation so far (``evaluation:``; ``checkpoint-best``),
+    its ``reward`` the evaluation's mean return and ``steps`` the step it was made at. None:
+    no evaluation yet (or a status written before evaluations existed)."""
 
 
 @dataclass
@@ -142,11 +146,14 @@ class TrainingStatus:
                                                      "creation_time": ..., "reward": ...}],
                                     "final_checkpoint": null,
                                     "behavior_spec": {"observation_specs": [...],
-                                                      "action_spec": {...}}}}}
+                                                      "action_spec": {...}},
+                                    "best_checkpoint": {"steps": ..., "file_path":
+                                                        "CartPole/checkpoint-best", ...}}}}
 
-    ``behavior_spec`` (`spec_to_json`) is an addition that ML-Agents' readers, which ignore
-    unknown keys, and this format version's older files, which lack it, both accept: no
-    version bump. A file without it loads with no spec.
+    ``behavior_spec`` (`spec_to_json`) and ``best_checkpoint`` (runs with ``evaluation:``;
+    its ``reward`` is the best evaluation's mean return) are additions that ML-Agents'
+    readers, which ignore unknown keys, and this format version's older files, which lack
+    them, both accept: no version bump. A file without them loads with neither.
     """
 
     def __init__(self, tensorflow_version: str = "") -> None:
@@ -213,6 +220,14 @@ class TrainingStatus:
         """The behavior's recorded spec; None if unknown (an older run, or no such behavior)."""
         return self.behaviors[behavior].behavior_spec if behavior in self.behaviors else None
 
+    def set_best_checkpoint(self, behavior: str, entry: CheckpointEntry) -> None:
+        """Records the best evaluation's checkpoint (``entry.reward``: its mean return)."""
+        self.behavior(behavior).best_checkpoint = entry
+
+    def get_best_checkpoint(self, behavior: str) -> Optional[CheckpointEntry]:
+        """The best evaluation's checkpoint; None before the first evaluation."""
+        return self.behaviors[behavior].best_checkpoint if behavior in self.behaviors else None
+
     def to_json(self) -> Dict[str, Any]:
         return {
             "metadata": {
@@ -233,6 +248,11 @@ class TrainingStatus:
                     **(
                         {"behavior_spec": spec_to_json(status.behavior_spec)}
                         if status.behavior_spec is not None
+                        else {}
+                    ),
+                    **(
+                        {"best_checkpoint": status.best_checkpoint.to_json()}
+                        if status.best_checkpoint is not None
                         else {}
                     ),
                 }
@@ -286,6 +306,7 @@ class TrainingStatus:
             for name, entry in data.get("behaviors", {}).items():
                 final = entry.get("final_checkpoint")
                 spec = entry.get("behavior_spec")
+                best = entry.get("best_checkpoint")
                 status.behaviors[name] = BehaviorStatus(
                     step=int(entry.get("step", 0)),
                     elapsed_seconds=float(entry.get("elapsed_seconds", 0.0)),
@@ -295,6 +316,7 @@ class TrainingStatus:
                     ],
                     final_checkpoint=CheckpointEntry.from_json(final) if final else None,
                     behavior_spec=spec_from_json(spec) if spec is not None else None,
+                    best_checkpoint=CheckpointEntry.from_json(best) if best else None,
                 )
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise CheckpointError(

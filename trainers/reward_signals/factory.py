@@ -8,6 +8,7 @@ from trainers.reward_signals.base import RewardSignal
 from trainers.reward_signals.curiosity import CuriosityRewardSignal
 from trainers.reward_signals.extrinsic import ExtrinsicRewardSignal
 from trainers.reward_signals.gail import GAILRewardSignal
+from trainers.reward_signals.rnd import RNDRewardSignal
 from trainers.config import RewardSignalSettings
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ REGISTRY: Dict[str, Type[RewardSignal]] = {
     "extrinsic": ExtrinsicRewardSignal,
     "curiosity": CuriosityRewardSignal,
     "gail": GAILRewardSignal,
+    "rnd": RNDRewardSignal,
 }
 
 

@@ -69,6 +69,11 @@ class StatsWriter(abc.ABC):
           step: the behavior's step at the end of the period.
         """
 
+    def write_extra(self, category: str, values: Mapping[str, StatsSummary], step: int) -> None:
+        """Writes summaries made outside the summary periods (an evaluation's, at its step).
+        Default: as `write_stats`."""
+        self.write_stats(category, values, step)
+
     def add_property(self, category: str, key: str, value: Any) -> None:
         """Records a property of a behavior ("hyperparameters" -> dict). Default: ignored."""
 
@@ -148,6 +153,23 @@ class StatsReporter:
             self._aggregation.clear()
         for writer in self._writers:
             writer.write_stats(self.category, summaries, step)
+
+    def write_now(self, values: Mapping[str, Sequence[float]], step: int) -> None:
+        """Writes stats of their own at ``step`` at once (an evaluation's results: tag ->
+        the values, e.g. each episode's return, summarised as MEAN stats), outside the
+        summary period, whose values are left as they are."""
+        summaries = {}
+        for key, given in values.items():
+            array = np.asarray(given, dtype=np.float64)
+            if array.size:
+                summaries[key] = StatsSummary(
+                    mean=float(array.mean()), std=float(array.std()), num=int(array.size),
+                    sum=float(array.sum()), aggregation=StatsAggregation.MEAN,
+                )
+        if not summaries:
+            return
+        for writer in self._writers:
+            writer.write_extra(self.category, summaries, step)
 
     def add_property(self, key: str, value: Any) -> None:
         """Passes a property (e.g. "hyperparameters" -> dict) to every writer."""

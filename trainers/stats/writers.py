@@ -72,6 +72,21 @@ class ConsoleWriter(StatsWriter):
         stream.write(" ".join(parts) + "\n")
         stream.flush()
 
+    def write_extra(self, category: str, values: Mapping[str, StatsSummary], step: int) -> None:
+        """One line for summaries outside the periods (an evaluation's): each stat's name
+        (the tag after its ``/``), mean, std and count. ``[INFO] CartPole. Step: 20000. Time
+        Elapsed: 41.2 s. Evaluation Reward: 500.0 (std 0.0, 5 values). ...``"""
+        elapsed = self._clock() - self._start_time
+        parts = [f"[INFO] {category}.", f"Step: {step}.", f"Time Elapsed: {elapsed:.1f} s."]
+        for tag, stat in values.items():
+            parts.append(
+                f"{tag.rpartition('/')[2]}: {_format_number(stat.aggregated_value)} "
+                f"(std {_format_number(stat.std)}, {stat.num} value{'s' if stat.num != 1 else ''})."
+            )
+        stream = self._stream if self._stream is not None else sys.stdout
+        stream.write(" ".join(parts) + "\n")
+        stream.flush()
+
 
 def _as_mapping(value: Any) -> Any:
     """A dataclass (e.g. TrainerSettings) as a field -> value dict; anything else unchanged."""

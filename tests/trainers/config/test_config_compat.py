@@ -136,7 +136,6 @@ def test_deterministic_is_refused_for_training_and_accepted_for_inference():
     "name, expected",
     [
         ("poca.yaml", "behaviors.SoccerTwos.trainer_type: poca: not supported (MA-POCA"),
-        ("rnd.yaml", "behaviors.Pyramids.reward_signals.rnd: not supported (random network distillation"),
     ],
 )
 def test_unsupported_features_say_not_supported(name, expected):
@@ -146,6 +145,15 @@ def test_unsupported_features_say_not_supported(name, expected):
     message = str(info.value)
     assert message.startswith(f"{path}: {expected}") and "\n" not in message
     assert "unknown value" not in message
+
+
+def test_rnd_section_of_pyramids_rnd_loads():
+    """Release 22's ppo/PyramidsRND.yaml reward signals (fixture rnd.yaml)."""
+    options, warnings = load(fixture("rnd.yaml"))
+    rnd = options.behaviors["Pyramids"].reward_signals["rnd"]
+    assert warnings == []
+    assert (rnd.strength, rnd.gamma, rnd.learning_rate) == (0.01, 0.99, 0.0001)
+    assert rnd.network_settings == NetworkSettings(hidden_units=64, num_layers=3)
 
 
 def test_signal_network_settings_are_read():

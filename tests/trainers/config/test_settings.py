@@ -403,6 +403,26 @@ Walker:
         ("behaviors: {A: {keep_checkpoints: 0}}", "behaviors.A.keep_checkpoints"),
         ("behaviors: {A: {checkpoint_interval: 0}}", "behaviors.A.checkpoint_interval"),
         (
+            "behaviors: {A: {evaluation: {interval: 0}}}",
+            "behaviors.A.evaluation.interval: expected an integer >= 1, got 0",
+        ),
+        (
+            "behaviors: {A: {evaluation: {episodes: 0}}}",
+            "behaviors.A.evaluation.episodes: expected an integer >= 1, got 0",
+        ),
+        ("behaviors: {A: {evaluation: {episodes: 2.5}}}", "behaviors.A.evaluation.episodes: expected an integer"),
+        (
+            "behaviors: {A: {evaluation: {episodes: 10001}}}",
+            "behaviors.A.evaluation.episodes: expected at most 10000 episodes, got 10001",
+        ),
+        (
+            "behaviors: {A: {evaluation: {intervall: 5}}}",
+            "behaviors.A.evaluation.intervall: unknown key; did you mean interval?",
+        ),
+        ("behaviors: {A: {evaluation: 5}}", "behaviors.A.evaluation: expected a mapping, got 5"),
+        ("default_settings: {evaluation: {interval: -1}}\nbehaviors: {}", "default_settings.evaluation.interval"),
+        ("default: {evaluation: {episodes: 0}}\nA: {}", "default.evaluation.episodes: expected an integer >= 1"),
+        (
             "behaviors: {A: {network_settings: {memory: {memory_size: 127}}}}",
             "behaviors.A.network_settings.memory.memory_size: expected an even integer >= 2, got 127",
         ),
@@ -452,7 +472,7 @@ Walker:
         (
             "behaviors: {A: {reward_signals: {curiosty: {}}}}",
             "behaviors.A.reward_signals.curiosty: unknown reward signal; expected one of "
-            "extrinsic, curiosity, gail; did you mean curiosity?",
+            "extrinsic, curiosity, gail, rnd; did you mean curiosity?",
         ),
         ("behaviors: {A: {reward_signals: {}}}", "behaviors.A.reward_signals: expected at least one"),
         (
@@ -460,8 +480,8 @@ Walker:
             "behaviors.A.reward_signals.curiosity.network_settings.memory: not supported",
         ),
         (
-            "behaviors: {A: {reward_signals: {rnd: {strength: 0.1}}}}",
-            "behaviors.A.reward_signals.rnd: not supported (random network distillation",
+            "behaviors: {A: {reward_signals: {rnd: {learning_rate: 0}}}}",
+            "behaviors.A.reward_signals.rnd.learning_rate: expected a number > 0",
         ),
         ("behaviors: {A: {trainer_type: poca}}", "behaviors.A.trainer_type: poca: not supported (MA-POCA"),
         ("default: {trainer: offline_bc}", "default.trainer: offline_bc: not supported"),
@@ -529,6 +549,38 @@ def test_errors_are_one_line_and_name_file_and_path(tmp_path, text, expected):
     message = config_error(write(tmp_path, text))
     assert message.startswith(str(tmp_path / "config.yaml") + ": ")
     assert expected in message
+
+
+def test_evaluation_section(tmp_path):
+    """``evaluation:`` is off unless given; given, its keys merge like any section's and the
+    resolved config reads back equal."""
+    from trainers.config import MAX_EVALUATION_EPISODES, EvaluationSettings
+
+    assert TrainerSettings().evaluation is None
+    assert EvaluationSettings() == EvaluationSettings(interval=10000, episodes=5)
+    assert MAX_EVALUATION_EPISODES == 10_000
+    path = write(
+        tmp_path,
+        """
+        default_settings:
+          evaluation: {interval: 2000}
+        behaviors:
+          A: {evaluation: {episodes: 3}}
+          B: {max_steps: 100}
+          C: {evaluation: null}
+        """,
+    )
+    options = load_settings(path)
+    assert options.behaviors["A"].evaluation == EvaluationSettings(interval=2000, episodes=3)
+    assert options.behaviors["B"].evaluation == EvaluationSettings(interval=2000, episodes=5)
+    assert options.behaviors["C"].evaluation is None
+    resolved = str(tmp_path / "resolved.yaml")
+    write_resolved_config(options, resolved)
+    assert load_settings(resolved) == options
+    flat = load_settings(write(tmp_path, "default: {evaluation: {interval: 50}}\nA: {}", "flat.yaml"))
+    assert flat.behaviors["A"].evaluation == EvaluationSettings(interval=50)
+    with pytest.raises(ConfigError, match="interval: expected an integer >= 1, got 0"):
+        EvaluationSettings(interval=0)
 
 
 def test_missing_file(tmp_path):

@@ -23,6 +23,8 @@ from trainers.layout import (
     TRAINING_STATUS_FILE,
     RunLayout,
     behavior_dir_name,
+    best_checkpoint_name,
+    best_model_stem,
     checkpoint_name,
     checkpoint_step,
     model_file_name,
@@ -48,6 +50,7 @@ def test_run_level_paths():
     assert layout.training_status == "results/run1/run_logs/training_status.json"
     assert layout.timers == "results/run1/run_logs/timers.json"
     assert layout.configuration == "results/run1/configuration.yaml"
+    assert layout.evaluation_logs == "results/run1/run_logs/evaluation"
 
 
 @pytest.mark.parametrize(
@@ -65,6 +68,11 @@ def test_behavior_paths(behavior, folder):
     assert layout.final_model(behavior, "pb") == f"results/run1/{folder}/{folder}.pb"
     assert layout.stats_csv(behavior) == f"results/run1/{folder}/stats.csv"
     assert layout.replay_buffer(behavior) == f"results/run1/{folder}/replay_buffer.npz"
+    # The best evaluation's files (``evaluation:``), beside the numbered ones.
+    assert layout.best_checkpoint(behavior) == f"results/run1/{folder}/checkpoint-best"
+    assert layout.best_model(behavior, "onnx") == f"results/run1/{folder}/{folder}-best.onnx"
+    assert layout.best_model(behavior, "pb") == f"results/run1/{folder}/{folder}-best.pb"
+    assert best_model_stem(behavior) == f"{folder}-best"
     assert RunLayout.run_relative(behavior, "/elsewhere/x/checkpoint-7") == f"{folder}/checkpoint-7"
     # A status entry names its checkpoint wherever training ran; it resolves inside this run.
     assert layout.in_run(behavior, "/old/place/run1/X/checkpoint-7") == f"results/run1/{folder}/checkpoint-7"
@@ -75,7 +83,10 @@ def test_checkpoint_names_parse_back():
     assert checkpoint_name(500000) == "checkpoint-500000"
     assert checkpoint_step("checkpoint-500000") == 500000
     # TensorFlow's temporary folders, the files of a checkpoint and other names are no prefix.
-    for name in ("checkpoint-5_temp", "checkpoint-5.index", "checkpoint-", "checkpoint", "x-checkpoint-5", "Simple.pb"):
+    # Nor is the best evaluation's checkpoint: resuming and pruning never take it for one.
+    assert best_checkpoint_name() == "checkpoint-best"
+    for name in ("checkpoint-5_temp", "checkpoint-5.index", "checkpoint-", "checkpoint", "x-checkpoint-5", "Simple.pb",
+                 "checkpoint-best"):
         assert checkpoint_step(name) is None, name
 
 

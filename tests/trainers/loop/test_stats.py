@@ -196,6 +196,35 @@ def test_console_line_without_episode_and_not_training():
     assert stream.getvalue().endswith(" Not Training.\n")
 
 
+def test_write_now_writes_at_its_step_and_leaves_the_period_alone():
+    """An evaluation's results: written at once, at their step, as MEAN summaries of the
+    values given; the console gets its own line; the period's values stay for its summary."""
+
+    class Recording(StatsWriter):
+        def __init__(self) -> None:
+            self.calls = []
+
+        def write_stats(self, category, values, step):
+            self.calls.append(("period", step, dict(values)))
+
+    stream = io.StringIO()
+    recording = Recording()
+    reporter = StatsReporter("B", [recording, ConsoleWriter(stream=stream, start_time=0.0, clock=lambda: 3.0)])
+    reporter.add_stat("Environment/Cumulative Reward", 0.5)
+    reporter.write_now({"Environment/Evaluation Reward": [1.0, 0.0], "Environment/Evaluation Episode Length": [5]}, 600)
+    reporter.write_now({"Environment/Evaluation Reward": []}, 700)  # nothing to write
+    (call,) = recording.calls  # the default write_extra is write_stats
+    kind, step, values = call
+    assert step == 600 and set(values) == {"Environment/Evaluation Reward", "Environment/Evaluation Episode Length"}
+    reward = values["Environment/Evaluation Reward"]
+    assert (reward.mean, reward.std, reward.num, reward.aggregation) == (0.5, 0.5, 2, StatsAggregation.MEAN)
+    assert stream.getvalue() == (
+        "[INFO] B. Step: 600. Time Elapsed: 3.0 s. Evaluation Reward: 0.5 (std 0.5, 2 values). "
+        "Evaluation Episode Length: 5.0 (std 0.0, 1 value).\n"
+    )
+    assert reporter.get_stats_summaries("Environment/Cumulative Reward").num == 1  # the period's, untouched
+
+
 # -------------------------------------------------------------------------- TensorBoard
 
 
@@ -390,9 +419,26 @@ def test_a_damaged_behavior_spec_is_one_clear_error(tmp_path, spec, message):
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
+def test_the_best_checkpoint_round_trips_and_older_files_load_without_one(tmp_path):
+    path = str(tmp_path / "run_logs" / "training_status.json")
+    status = TrainingStatus()
+    status.set_step("A", 10)
+    status.set_best_checkpoint("A", CheckpointEntry(800, "A/checkpoint-best", 12.5, 0.97))
+    status.set_step("Old", 5)
+    status.save(path)
+    data = json.loads(open(path).read())
+    assert data["behaviors"]["A"]["best_checkpoint"] == {
+        "steps": 800, "file_path": "A/checkpoint-best", "creation_time": 12.5, "reward": 0.97,
+    }
+    assert "best_checkpoint" not in data["behaviors"]["Old"]
+    loaded = TrainingStatus.load(path)
+    assert loaded.get_best_checkpoint("A") == CheckpointEntry(800, "A/checkpoint-best", 12.5, 0.97)
+    assert loaded.get_best_checkpoint("Old") is None and loaded.get_best_checkpoint("Missing") is None
+
+
 def test_settings_and_stats_do_not_import_tensorflow():
     code = (
-        "import sys, trainers.config, trainers.stats\n"
+        "import sys, trainers.config, trainers.stats, trainers.loop.evaluation\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
