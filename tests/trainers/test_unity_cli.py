@@ -114,14 +114,22 @@ def test_ctrl_c_while_waiting_for_the_editor_is_one_line(run_cli, tmp_path):
     config, _ = _setup(tmp_path, [{"name": "Fake"}])
     port = free_port()
 
+    def listening() -> bool:
+        # Binding the port fails once the trainer listens on it. (Not a connection: a
+        # client that connects and leaves is a failed handshake to the trainer, which,
+        # on a loaded machine, could end the run before the Ctrl-C did.)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return True
+        return False
+
     def press_ctrl_c() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break  # the trainer listens: it is waiting for the Editor now
-            except OSError:
-                time.sleep(0.05)
+        while time.monotonic() < deadline and not listening():
+            time.sleep(0.05)
+        time.sleep(0.2)  # the trainer is waiting for the Editor now
         os.kill(os.getpid(), signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c, daemon=True)
