@@ -268,3 +268,8 @@ def test_namespaced_gymnasium_id_gets_one_folder(run_cli, tmp_path):
     assert "[INFO] testns/CartPole-v9. Step: 100." in out
     code, out, err = run_cli(str(path), "--run-id=ns", "--inference", "--max-steps=100", f"--model={folder}")
     assert code == 0, err
+    # trainer-export on a checkpoint prefix finds the behavior the folder belongs to.
+    from trainers.cli.export import main as export_main
+
+    assert export_main([str(folder / "checkpoint-300"), f"--out={tmp_path / 'exported'}"]) == 0
+    assert os.path.isfile(tmp_path / "exported" / "testns_CartPole-v9.onnx")

@@ -103,6 +103,19 @@ def latest_checkpoints(run_dir: str, behavior: Optional[str]) -> List[Target]:
     return targets
 
 
+def _behavior_of_folder(run_dir: str, folder: str) -> str:
+    """The behavior whose folder a checkpoint is in: the run's behavior whose
+    `behavior_dir_name` is ``folder`` (``ALE/Pong-v5`` for ``ALE_Pong-v5``), else the folder."""
+    from trainers.loop.status import TrainingStatus
+
+    status_path = RunLayout(run_dir).training_status
+    if os.path.isfile(status_path):
+        for name in TrainingStatus.load(status_path).behaviors:
+            if behavior_dir_name(name) == folder:
+                return name
+    return folder
+
+
 def _locate(path: str, behavior: Optional[str]) -> Tuple[str, List[Target]]:
     """``<run-dir-or-checkpoint>`` -> (run directory, behaviors to export)."""
     path = path.rstrip("/") or path
@@ -119,7 +132,7 @@ def _locate(path: str, behavior: Optional[str]) -> Tuple[str, List[Target]]:
         raise CheckpointError(
             f"{prefix}: no {CONFIGURATION_FILE} in {run_dir}; a checkpoint must be inside its run directory"
         )
-    name = behavior or os.path.basename(os.path.dirname(os.path.abspath(prefix)))
+    name = behavior or _behavior_of_folder(run_dir, os.path.basename(os.path.dirname(os.path.abspath(prefix))))
     match = _STEP.search(os.path.basename(prefix))
     return run_dir, [Target(name, prefix, int(match.group(1)) if match else None)]
 
