@@ -30,6 +30,9 @@ class RewardScale:
         self.gamma = gamma
         self._stats = build_normalizer(1, "reward_normalization")
         self._variance = self._stats.m2 / self._stats.count
+        # The variance once this trajectory's returns are merged: one run per trajectory.
+        with tf.control_dependencies([self._stats.update_op]):
+            self._updated_variance = tf.identity(self._stats.m2) / tf.identity(self._stats.count)
         # Per agent: the discounted return of its current episode so far.
         self._returns: Dict[Hashable, float] = {}
 
@@ -45,7 +48,8 @@ class RewardScale:
         else:
             self._returns[agent] = ret
         if len(returns):
-            self.session.run(self._stats.update_op, {self._stats.update_input: returns[:, None]})
-        variance = float(self.session.run(self._variance)[0])
+            variance = float(self.session.run(self._updated_variance, {self._stats.update_input: returns[:, None]})[0])
+        else:
+            variance = float(self.session.run(self._variance)[0])
         scaled = np.asarray(rewards, np.float64) / np.sqrt(variance + EPSILON)
         return np.clip(scaled, -CLIP_REWARD, CLIP_REWARD).astype(np.float32)
