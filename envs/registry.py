@@ -12,13 +12,12 @@ import difflib
 import inspect
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
 from envs.base_env import BaseEnv
-from envs.builtin import Chain, CrashEnv, Memory, Simple
-from envs.builtin._base import BuiltinEnv
+from envs.builtin import Chain, CrashEnv, LookAlike, Memory, Simple
 from envs.exceptions import EnvError
 
 BUILTIN_PREFIX = "builtin:"
@@ -26,14 +25,15 @@ GYM_PREFIX = "gym:"
 UNITY_SUFFIXES = (".x86_64", ".x86", ".exe", ".app")
 
 #: Public built-in envs, name -> class (``builtin:<name>``).
-BUILTIN_ENVS: Dict[str, Type[BuiltinEnv]] = {
+BUILTIN_ENVS: Dict[str, Type[BaseEnv]] = {
     "Simple": Simple,
     "Memory": Memory,
     "Chain": Chain,
+    "LookAlike": LookAlike,
 }
 
 #: Built-in envs for tests only: accepted by `make_env`, never listed.
-_HIDDEN_ENVS: Dict[str, Type[BuiltinEnv]] = {"_Crash": CrashEnv}
+_HIDDEN_ENVS: Dict[str, Type[BaseEnv]] = {"_Crash": CrashEnv}
 
 
 def _forms() -> str:
@@ -168,7 +168,8 @@ def make_env(
                     f"agents_per_env={agents_per_env}; set only one"
                 )
             args["num_agents"] = agents_per_env
-        return cls(seed=seed, **args)
+        factory: Callable[..., BaseEnv] = cls  # every built-in env takes seed= and its env_args
+        return factory(seed=seed, **args)
     from envs.gym import GymEnv  # imports gymnasium; only gym workers pay for it
 
     return GymEnv(name, agents_per_env=agents_per_env, seed=seed, **args)

@@ -6,6 +6,8 @@ are by default ML-Agents Release 22's ``SimpleEnvironment`` and ``MemoryEnvironm
   discrete or hybrid actions, several agents and behaviors).
 * `Memory`: `Simple` with the goal hidden after the first observations (needs an LSTM).
 * `Chain`: sparse reward at the far end of a chain (needs exploration, e.g. curiosity).
+* `LookAlike`: the behavior names and spaces of a Unity game (ML-Agents' example
+  configs train end to end on it) and a simple sign-matching task.
 
 Every env draws from one seeded ``np.random.Generator`` and has
 ``expert_action(behavior_name, decision_steps)`` (scripted optimal actions, for demos) and
@@ -14,6 +16,7 @@ Every env draws from one seeded ``np.random.Generator`` and has
 from envs.builtin._base import BuiltinEnv
 from envs.builtin.chain import Chain
 from envs.builtin.crash import CrashEnv
+from envs.builtin.lookalike import LookAlike
 from envs.builtin.simple import Memory, Simple
 
-__all__ = ["BuiltinEnv", "Chain", "CrashEnv", "Memory", "Simple"]
+__all__ = ["BuiltinEnv", "Chain", "CrashEnv", "LookAlike", "Memory", "Simple"]
