@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -275,6 +275,21 @@ class BaseEnv(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release resources. Idempotent."""
+
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """Environment parameters (name -> `envs.parameters.ParameterValue`), taken from the
+        next episode start of each agent on (the env's own rule; see its docstring).
+
+        Raises:
+          EnvError: the env takes no parameters, or not these (one line naming them). This
+            default: an env that declares none.
+        """
+        if values:
+            from envs.exceptions import EnvError  # the bottom module imports nothing of envs
+
+            raise EnvError(
+                f"{type(self).__name__}: takes no environment parameters (got {', '.join(map(str, values))})"
+            )
 
     def __enter__(self) -> "BaseEnv":
         return self

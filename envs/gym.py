@@ -32,14 +32,25 @@ back in `DecisionSteps` under a new id with reward 0. The first ``reset()`` seed
 with ``seed + k``; later resets continue the copies' own generators, so a run is
 reproducible from ``seed``.
 
+Environment parameters (``environment_parameters:``) are keyword arguments of
+``gymnasium.make``, for the parameters the env's constructor takes (a parameter it does not
+take is an `EnvError` when the env is built). A copy is made with the values current when
+it is made; a new value (a curriculum's next lesson) re-creates each copy at its next reset
+(its episode's end, or a reset of the env), and a sampler re-creates the copy at every
+episode's end with a fresh draw (``gymnasium.make`` per episode: a cost only samplers pay).
+A whole number is passed as an int (a parameter read as a float works the same). A
+re-created copy is reset with a seed derived from the env's seed, the copy and how many
+times it was made, so runs stay reproducible.
+
 This is the hot path of Gymnasium training: the step loop touches each copy once, and the
 batch arrays are built once per step (they are fresh arrays, so callers may keep them).
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
-from typing import Any, Callable, List, Mapping, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,6 +65,7 @@ from envs.base_env import (
     TerminalSteps,
 )
 from envs.exceptions import EnvError
+from envs.parameters import Constant, ParameterDraws, ParameterValue, check_parameters
 
 ObsConverter = Callable[[Sequence[Any]], np.ndarray]
 
@@ -123,6 +135,47 @@ def _make(gym_id: str, make_kwargs: Mapping[str, Any]) -> Any:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
+
+
+def gym_parameter_names(gym_id: str) -> Optional[Tuple[str, ...]]:
+    """The keyword arguments the constructor of ``gym_id`` takes (environment parameters
+    may only be these); None when it takes any (``**kwargs``) or cannot be inspected
+    (``gymnasium.make`` then reports what it rejects)."""
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    import_registering_module(gym_id)
+    try:
+        entry = gymnasium.spec(gym_id).entry_point
+        creator: Any = load_env_creator(entry) if isinstance(entry, str) else entry
+        params = inspect.signature(creator).parameters
+    except Exception:  # an unknown id or a module that fails: _make says why
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(name for name, p in params.items() if p.kind in kinds and name != "self")
+
+
+def check_gym_parameters(gym_id: str, values: Mapping[str, Any], make_kwargs: Mapping[str, Any]) -> None:
+    """`EnvError` for an environment parameter ``gym_id``'s constructor does not take, or one
+    that env_args gives too."""
+    if not values:
+        return
+    both = [name for name in values if name in make_kwargs]
+    if both:
+        raise EnvError(
+            f"gym:{gym_id}: environment_parameters.{both[0]}: also given in env_args; give it in one of them"
+        )
+    names = gym_parameter_names(gym_id)
+    if names is not None:
+        check_parameters(f"gym:{gym_id}", values, {name: (-math.inf, math.inf) for name in names})
+
+
+def _make_value(value: float) -> Any:
+    """A drawn value as a ``gymnasium.make`` keyword: whole numbers as int (a constructor
+    taking an int count gets one; float arithmetic is unchanged by it)."""
+    return int(value) if float(value).is_integer() else float(value)
 
 
 _add_reduce = np.add.reduce
@@ -281,13 +334,22 @@ class _Actions:
 class GymEnv(BaseEnv):
     """``agents_per_env`` copies of a Gymnasium env as the agents of one behavior."""
 
-    def __init__(self, gym_id: str, agents_per_env: int = 1, seed: int = 0, **make_kwargs: Any) -> None:
+    def __init__(
+        self,
+        gym_id: str,
+        agents_per_env: int = 1,
+        seed: int = 0,
+        env_parameters: Optional[Mapping[str, ParameterValue]] = None,
+        **make_kwargs: Any,
+    ) -> None:
         """
         Args:
             gym_id: a registered Gymnasium id, e.g. ``"CartPole-v1"`` (or
                 ``"module:Id-v0"``, which imports ``module`` first).
             agents_per_env: number of copies, i.e. agents of the behavior.
             seed: copy k is reset with ``seed + k`` the first time.
+            env_parameters: environment parameters: more ``gymnasium.make`` keywords (see
+                the module docstring); the constructor must take them.
             **make_kwargs: passed to every ``gymnasium.make`` call.
         """
         if isinstance(agents_per_env, bool) or int(agents_per_env) < 1:
@@ -298,10 +360,16 @@ class GymEnv(BaseEnv):
         self._envs: List[Any] = []
         self._steps: Optional[Tuple[DecisionSteps, TerminalSteps]] = None
         self._closed = False
+        self._make_kwargs = dict(make_kwargs)
+        check_gym_parameters(gym_id, env_parameters or {}, make_kwargs)
+        self._parameters = ParameterDraws(seed, env_parameters)
+        self._stale = [False] * self._n  # copies made with values that have changed since
+        self._made = [1] * self._n  # times each copy was made (seeds its re-creations)
         try:
             for _ in range(self._n):
-                self._envs.append(_make(gym_id, make_kwargs))
+                self._envs.append(_make(gym_id, self._copy_kwargs()))
             first = self._envs[0]
+            self._spaces = (first.observation_space, first.action_space)
             obs_spec, self._convert_obs, self._check_obs = _obs_adapter(gym_id, first.observation_space)
             self._actions = _Actions(gym_id, first.action_space)
         except BaseException:
@@ -332,10 +400,54 @@ class GymEnv(BaseEnv):
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
         return self._specs
 
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """More ``gymnasium.make`` keywords: each copy is re-created with them at its next
+        reset (see the module docstring)."""
+        check_gym_parameters(self._gym_id, values, self._make_kwargs)
+        if list(self._parameters.changed(values)):
+            self._parameters.update(values)
+            self._stale = [True] * self._n
+
+    def _copy_kwargs(self) -> Dict[str, Any]:
+        kwargs = dict(self._make_kwargs)
+        for name in self._parameters.values:
+            kwargs[name] = _make_value(self._parameters.draw_one(name))
+        return kwargs
+
+    def _remade(self, k: int, seed: Optional[int] = None) -> Optional[Any]:
+        """Copy ``k`` re-created and reset (with ``seed``, else one derived from the env's)
+        when its parameters changed or a sampler draws per episode: its first observation;
+        None when the copy goes on as it is."""
+        samplers = any(not isinstance(v, Constant) for v in self._parameters.values.values())
+        if not (self._stale[k] or (samplers and self._has_reset)):
+            return None
+        fresh = _make(self._gym_id, self._copy_kwargs())
+        if (fresh.observation_space, fresh.action_space) != self._spaces:
+            fresh.close()
+            raise EnvError(
+                f"gym:{self._gym_id}: the environment parameters {self._parameters.values} changed its spaces; "
+                "only parameters that keep the observation and action spaces can change during a run"
+            )
+        old, self._envs[k] = self._envs[k], fresh
+        try:
+            old.close()
+        except Exception:  # the old copy is gone either way
+            pass
+        self._stale[k] = False
+        if seed is None:
+            seed = int(np.random.SeedSequence([self._seed, k, self._made[k]]).generate_state(1)[0] >> 1)
+        self._made[k] += 1
+        obs, _ = fresh.reset(seed=seed)
+        return obs
+
     def reset(self) -> None:
         self._check_open()
         raw = []
         for k, env in enumerate(self._envs):
+            remade = self._remade(k, None if self._has_reset else self._seed + k)
+            if remade is not None:
+                raw.append(remade)
+                continue
             # Seed only once: later resets continue each copy's generator.
             obs, _ = env.reset(seed=self._seed + k) if not self._has_reset else env.reset()
             raw.append(obs)
@@ -380,7 +492,9 @@ class GymEnv(BaseEnv):
                 if ended is None:
                     ended = []
                 ended.append((k, obs, float(reward), bool(truncated and not terminated)))
-                obs, _ = envs[k].reset()
+                obs = self._remade(k) if self._parameters else None
+                if obs is None:
+                    obs, _ = envs[k].reset()
                 reward = 0.0
             raw_obs[k] = obs
             rewards[k] = reward

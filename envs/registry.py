@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type
 import numpy as np
 
 from envs.base_env import BaseEnv
-from envs.builtin import Chain, CrashEnv, LookAlike, Memory, Simple
+from envs.builtin import Chain, CrashEnv, LookAlike, Memory, Paddles, Simple
 from envs.exceptions import EnvError
 
 BUILTIN_PREFIX = "builtin:"
@@ -30,6 +30,7 @@ BUILTIN_ENVS: Dict[str, Type[BaseEnv]] = {
     "Memory": Memory,
     "Chain": Chain,
     "LookAlike": LookAlike,
+    "Paddles": Paddles,
 }
 
 #: Built-in envs for tests only: accepted by `make_env`, never listed.
@@ -107,16 +108,37 @@ def _check_builtin_args(name: str, env_args: Mapping[str, Any]) -> None:
             )
 
 
-def validate_env(env_id: str, env_args: Optional[Mapping[str, Any]] = None) -> None:
-    """Raise the `EnvError` that `make_env` would raise for the id form or builtin kwargs.
+def _check_builtin_parameters(name: str, env_parameters: Mapping[str, Any]) -> None:
+    """`EnvError` for environment parameters built-in env ``name`` does not take (its
+    ``ENV_PARAMETERS``) or values out of their range. An env whose parameters depend on its
+    env_args (`LookAlike`) checks them itself when it is built."""
+    cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
+    check = getattr(cls, "check_env_parameters", None)
+    if check is not None:
+        check(env_parameters)
 
-    Cheap (builds nothing); env managers call it before starting worker processes.
+
+def validate_env(
+    env_id: str, env_args: Optional[Mapping[str, Any]] = None, env_parameters: Optional[Mapping[str, Any]] = None
+) -> None:
+    """Raise the `EnvError` that `make_env` would raise for the id form, builtin kwargs or
+    environment parameters (names the env does not take, values out of their range).
+
+    Cheap (builds nothing); env managers call it before starting worker processes. With
+    environment parameters for a ``gym:`` id it imports Gymnasium to read the env's
+    constructor.
     """
     kind, name = parse_env_id(env_id)
     if env_args is not None and not isinstance(env_args, Mapping):
         raise EnvError(f"env_args must be a mapping of keyword arguments, got {type(env_args).__name__}")
     if kind == "builtin":
         _check_builtin_args(name, env_args or {})
+        if env_parameters:
+            _check_builtin_parameters(name, env_parameters)
+    if kind == "gym" and env_parameters:
+        from envs.gym import check_gym_parameters
+
+        check_gym_parameters(name, env_parameters, env_args or {})
     if kind == "unity":
         from envs.unity.environment import find_executable
 
@@ -132,6 +154,7 @@ def make_env(
     env_args: Optional[Mapping[str, Any]],
     seed: int,
     agents_per_env: int = 1,
+    env_parameters: Optional[Mapping[str, Any]] = None,
 ) -> BaseEnv:
     """Build the environment named by ``env_id``.
 
@@ -142,11 +165,13 @@ def make_env(
         seed: the env's seed (>= 0).
         agents_per_env: agents of each behavior: Gymnasium copies, or the built-in env's
             ``num_agents`` when > 1.
+        env_parameters: environment parameters (name -> `envs.parameters.ParameterValue`)
+            the env starts with (`BaseEnv.set_env_parameters`).
 
     Returns:
         The env, not yet reset.
     """
-    validate_env(env_id, env_args)
+    validate_env(env_id, env_args, env_parameters)
     kind, name = parse_env_id(env_id)
     args: Dict[str, Any] = dict(env_args or {})
     if not _is_int(agents_per_env) or agents_per_env < 1:
@@ -158,7 +183,8 @@ def make_env(
         from envs.unity.environment import UnityEnv
         from envs.unity.options import unity_args
 
-        return UnityEnv(name, worker_id=0, seed=seed, additional_args=unity_args(env_args))
+        return UnityEnv(name, worker_id=0, seed=seed, additional_args=unity_args(env_args),
+                        env_parameters=env_parameters)
     if kind == "builtin":
         cls = BUILTIN_ENVS.get(name) or _HIDDEN_ENVS[name]
         if agents_per_env > 1:
@@ -169,10 +195,13 @@ def make_env(
                 )
             args["num_agents"] = agents_per_env
         factory: Callable[..., BaseEnv] = cls  # every built-in env takes seed= and its env_args
-        return factory(seed=seed, **args)
+        env = factory(seed=seed, **args)
+        if env_parameters:
+            env.set_env_parameters(env_parameters)  # before the first reset: every episode has them
+        return env
     from envs.gym import GymEnv  # imports gymnasium; only gym workers pay for it
 
-    return GymEnv(name, agents_per_env=agents_per_env, seed=seed, **args)
+    return GymEnv(name, agents_per_env=agents_per_env, seed=seed, env_parameters=env_parameters, **args)
 
 
 def _yaml(value: Any) -> str:
@@ -198,6 +227,10 @@ def describe_env_ids() -> str:
         args = ", ".join(f"{p}: {_yaml(params[p].default)}" for p in builtin_kwargs(name))
         lines.append(f"  builtin:{name}: {summary}")
         lines.append(f"      env_args: {args}")
+        declared = getattr(cls, "ENV_PARAMETERS", None)
+        if declared:
+            taken = ", ".join(f"{p} [{low:g}, {high:g}]" for p, (low, high, _) in declared.items())
+            lines.append(f"      environment_parameters: {taken}")
     lines.append("  max_episode_steps: 0 = no time limit; Chain's null = 2 x length. "
                  "env_settings.seed seeds env i with seed + i.")
     return "\n".join(lines)

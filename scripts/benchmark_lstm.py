@@ -3,12 +3,14 @@
 
 Two LSTMs (an actor-like and a critic-like one, each behind its own 128-unit dense layer)
 over one PPO minibatch of the Memory benchmark: 4 packed sequences of 64 steps with
-trajectory starts inside them (``reset``), memory_size 128; the gradients of every weight,
-the inputs and the stored memories, in one run on the update pool, as the PPO update runs
-them. With ``--masks``: BC's left-padded demo sequences (``step_mask``, one memory per
+trajectory starts inside them (``reset``; ``pack_sequences: true``), memory_size 128; the
+gradients of every weight, the inputs and the stored memories, in one run on the update
+pool, as the PPO update runs them. With ``--padded``: PPO's default layout (each
+trajectory padded to whole sequences: one memory per sequence, no resets, no masks).
+With ``--masks``: BC's left-padded demo sequences (``step_mask``, one memory per
 sequence) instead.
 
-    python scripts/benchmark_lstm.py [--masks] [--rounds=21] [--against=OTHER_LSTM.py ...]
+    python scripts/benchmark_lstm.py [--padded | --masks] [--rounds=21] [--against=OTHER_LSTM.py ...]
 
 ``--against`` times other versions of ``trainers/tf/lstm.py`` in the same process, in
 alternating rounds (this machine's speed drifts by more than the differences between
@@ -46,7 +48,7 @@ def _load(path: str, index: int):  # type: ignore[no-untyped-def]
     return module
 
 
-def _build(path: str, index: int, masks: bool) -> Tuple[Callable, int]:
+def _build(path: str, index: int, mode: str) -> Tuple[Callable, int]:
     """(a call running forward and backward of both LSTMs -> every gradient, op count)."""
     from trainers.tf import tf
     from trainers.tf.session import UPDATE_POOL, FastCallable, make_session
@@ -58,15 +60,17 @@ def _build(path: str, index: int, masks: bool) -> Tuple[Callable, int]:
         rows = SEQUENCES * LENGTH
         x = tf.placeholder(tf.float32, [rows, IN_SIZE])
         flags = tf.placeholder(tf.float32, [rows])
-        memory = tf.placeholder(tf.float32, [SEQUENCES if masks else rows, MEMORY_SIZE])
+        memory = tf.placeholder(tf.float32, [rows if mode == "resets" else SEQUENCES, MEMORY_SIZE])
         losses = []
         for name in ("actor", "critic"):
             with tf.variable_scope(name):
                 hidden = tf.tanh(tf.matmul(x, tf.get_variable("dense", [IN_SIZE, IN_SIZE])))
-                if masks:
+                if mode == "masks":
                     out, final = lstm.lstm_sequences(hidden, memory, LENGTH, MEMORY_SIZE, "lstm", step_mask=flags)
-                else:
+                elif mode == "resets":
                     out, final = lstm.lstm_sequences(hidden, memory, LENGTH, MEMORY_SIZE, "lstm", reset=flags)
+                else:  # padded: the flags are fed, unused
+                    out, final = lstm.lstm_sequences(hidden, memory, LENGTH, MEMORY_SIZE, "lstm")
                 losses.append(tf.reduce_sum(out * out) + tf.reduce_sum(final))
         loss = tf.add_n(losses)
         grads = tf.gradients(loss, tf.trainable_variables() + [x, memory])
@@ -77,11 +81,14 @@ def _build(path: str, index: int, masks: bool) -> Tuple[Callable, int]:
     return call, len(graph.get_operations())
 
 
-def _inputs(masks: bool) -> List[np.ndarray]:
+def _inputs(mode: str) -> List[np.ndarray]:
     rng = np.random.default_rng(0)
     rows = SEQUENCES * LENGTH
     x = rng.standard_normal((rows, IN_SIZE)).astype(np.float32)
-    if masks:  # left padding of two episodes' first sequences
+    if mode == "padded":
+        flags = np.ones(rows, np.float32)
+        memory = 0.3 * rng.standard_normal((SEQUENCES, MEMORY_SIZE)).astype(np.float32)
+    elif mode == "masks":  # left padding of two episodes' first sequences
         flags = np.ones(rows, np.float32)
         flags[:10] = 0.0
         flags[LENGTH : LENGTH + 30] = 0.0
@@ -95,7 +102,9 @@ def _inputs(masks: bool) -> List[np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--masks", action="store_true", help="step masks (BC's demo sequences) instead of resets")
+    layout = parser.add_mutually_exclusive_group()
+    layout.add_argument("--masks", action="store_true", help="step masks (BC's demo sequences) instead of resets")
+    layout.add_argument("--padded", action="store_true", help="PPO's default layout: no resets, no masks")
     parser.add_argument("--rounds", type=int, default=21, help="timed rounds per version (40 calls each)")
     parser.add_argument("--against", action="append", default=[], help="another lstm.py to time beside this one")
     args = parser.parse_args()
@@ -105,8 +114,9 @@ def main() -> None:
         if not os.path.isfile(path):
             parser.error(f"--against: no such file: {path}")
     paths = [os.path.join(ROOT, "trainers", "tf", "lstm.py")] + list(args.against)
-    calls = [_build(path, i, args.masks) for i, path in enumerate(paths)]
-    inputs = _inputs(args.masks)
+    mode = "masks" if args.masks else "padded" if args.padded else "resets"
+    calls = [_build(path, i, mode) for i, path in enumerate(paths)]
+    inputs = _inputs(mode)
     results = []
     for call, _ in calls:
         for _ in range(30):  # the first calls build the executor and warm the pool's threads
@@ -119,7 +129,7 @@ def main() -> None:
             for _ in range(40):
                 call(*inputs)
             times[k].append((time.perf_counter() - start) / 40)
-    kind = "step masks" if args.masks else "resets"
+    kind = {"masks": "step masks", "resets": "packed, resets", "padded": "padded: no resets, no masks"}[mode]
     print(f"Two LSTMs (memory_size {MEMORY_SIZE}), {SEQUENCES} sequences of {LENGTH} ({kind}), forward and backward:")
     scale = float(np.abs(results[0]).max())
     for k, path in enumerate(paths):

@@ -16,7 +16,10 @@ must split by sequences (an uneven count when it is not a multiple of the tower 
 
 ``--trainer=sac`` checks SAC's update (twin Q, value, target update, entropy coefficients)
 with the same signals; ``--continuous`` uses the continuous Simple demo and spec (SAC's
-squashed Gaussian and its fed noise) instead of the discrete one.
+squashed Gaussian and its fed noise) instead of the discrete one. ``--trainer=sac --memory``:
+recurrent SAC (an LSTM in the actor, both Q networks, V and V'), whose sequences start
+from their first row's stored ``memory`` / ``critic_memory`` and may begin with masked
+(padding) rows, as the replay buffer's do.
 
 On a GPU machine: ``--devices=/gpu:0,/gpu:1`` (the reference tower uses the first device).
 """

@@ -166,10 +166,36 @@ class BCModule:
         return list(self._feed_list)
 
     def sample_feeds(self, step: int) -> List[object]:
-        """``feed_list`` values for one minibatch of ``batch_size`` demo rows drawn at random."""
+        """``feed_list`` values for one minibatch of ``batch_size`` demo rows drawn at random
+        (recurrent policies: ``max(1, batch_size // sequence_length)`` whole sequences of
+        the padded demo, `sample_sequence_feeds`)."""
+        if self._sequences is not None:
+            return self.sample_sequence_feeds(step)
         n = len(self.expert)
         idx = self._rng.choice(n, size=min(self.batch_size, n), replace=False)
         return self._feeds(idx, step)
+
+    def sample_sequence_feeds(self, step: int) -> List[object]:
+        """Recurrent policies (recurrent SAC's joined run): ``feed_list`` values for
+        ``max(1, batch_size // sequence_length)`` whole demo sequences drawn at random."""
+        data = self._sequences
+        assert data is not None  # recurrent policies only
+        length = self.policy.sequence_length
+        num_seq = len(data.masks) // length
+        seqs = self._rng.choice(num_seq, size=min(max(1, self.batch_size // length), num_seq), replace=False)
+        idx = (seqs[:, None] * length + np.arange(length)[None, :]).reshape(-1)
+        feeds: List[object] = [o[idx] for o in data.obs]
+        if CONTINUOUS_ACTION in self._actions:
+            feeds.append(data.continuous_action[idx])
+        if DISCRETE_ACTION in self._actions:
+            feeds.append(data.discrete_action[idx])
+        if self._mask is not None:
+            feeds.append(data.action_mask[idx])
+        feeds.append(data.masks[idx])  # the order of feed_list
+        if self._prev is not None:
+            feeds.append(data.prev_action[idx])
+        feeds.append(step)
+        return feeds
 
     @property
     def samples_per_update(self) -> int:

@@ -15,15 +15,25 @@ Plain numpy: no TensorFlow here. Field names used across the trainer (spelled on
   ``critic_memory`` ``[T, m]`` the critic's (seed 2), ``prev_action`` ``[T, b]`` (discrete),
   ``reset`` ``[T]`` float32: 1 on a trajectory's first step.
 
-**Packed sequences** (recurrent policies). The PPO buffer does not pad trajectories:
-they are appended back to back and cut into sequences of ``sequence_length`` rows only at
-update time, where `AgentBuffer.pad_to_sequences` pads the buffer's *last* sequence
-(``masks`` 0). A sequence may so hold the end of one trajectory and the start of others;
-the unroll starts each sequence, and each trajectory inside one (``reset`` 1), from the
-stored memory of that row, which is the memory the step acted from, so the update
-recomputes what was sampled. (ML-Agents left-pads every trajectory to whole sequences:
-with 5-step episodes and sequences of 64, 90% of its rows are padding.) `pad_trajectory`
-(left padding, per episode) is what BC's demo sequences use.
+**Sequences** (recurrent policies), two layouts of the PPO buffer:
+
+* padded (the default, ML-Agents' ``resequence_and_append``): `pad_trajectory_end` pads
+  each trajectory at its end to whole sequences of ``sequence_length`` rows (``masks``
+  0), so every sequence holds the steps of one trajectory and starts at its first step
+  or at a multiple of ``sequence_length`` after it; the unroll starts each sequence from
+  the stored memory of its first row. ``buffer_size`` and ``batch_size`` count the
+  padding rows, as in ML-Agents: with 5-step episodes and sequences of 64, a minibatch
+  of 64 rows is one episode.
+* packed (``pack_sequences: true``): trajectories are appended back to back and cut into
+  sequences only at update time, where `AgentBuffer.pad_to_sequences` pads the buffer's
+  *last* sequence. A sequence may so hold the end of one trajectory and the start of
+  others; the unroll starts each sequence, and each trajectory inside one (``reset`` 1),
+  from the stored memory of that row. Fewer rows to compute, but fewer, larger
+  minibatches per step collected (README, "Memory (LSTM)").
+
+Either way each row's stored memory is the one its step acted from, so the update
+recomputes what was sampled. `pad_trajectory` (left padding, per episode) is what BC's
+demo sequences use.
 """
 from __future__ import annotations
 
@@ -138,6 +148,24 @@ def _tail_padding(key: str, value: np.ndarray, pad: int) -> np.ndarray:
         return np.repeat(value[-1:], pad, axis=0)
     fill = 1.0 if key in ONE_PADDED or key == RESET else 0.0
     return np.full((pad,) + value.shape[1:], fill, dtype=value.dtype)
+
+
+def pad_trajectory_end(fields: Mapping[str, np.ndarray], sequence_length: int) -> Dict[str, np.ndarray]:
+    """Pads every ``[T, ...]`` field of one trajectory at its end to whole sequences
+    (ML-Agents' update buffer layout: its ``AgentBufferField.get_batch`` pads the last
+    sequence after the steps).
+
+    The padding rows are those of `AgentBuffer.pad_to_sequences`: ``masks`` 0, ones in
+    ``action_mask``, the last real row's memories, zeros elsewhere. The memories matter
+    nowhere (a sequence's memory is its first row's, always real); the ones keep an
+    all-masked branch out of the padding.
+    """
+    out: Dict[str, np.ndarray] = {}
+    for key, value in fields.items():
+        value = np.asarray(value)
+        pad = (-len(value)) % sequence_length
+        out[key] = np.concatenate([value, _tail_padding(key, value, pad)], axis=0) if pad else value
+    return out
 
 
 class AgentBuffer:

@@ -13,6 +13,7 @@ ends, so the next one starts from zeros. Trainer-agnostic: any optimizer can reu
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple
 
@@ -475,6 +476,17 @@ class Policy:
             )
         return cached
 
+    def acting_view(self, source: "_ActingCopy") -> "Policy":
+        """This policy acting through another copy of its actor (``source``, built on this
+        policy's inputs, e.g. the self-play ghost of `trainers.ghost_actor`), with memories
+        of its own: the same graph, session and feeds, the inference callables and the
+        per-agent memories and previous actions its own."""
+        view = copy.copy(self)
+        view._acting = source
+        view._act = view._act_deterministic = None
+        view._empty, view._memories, view._prev_actions = {}, {}, {}
+        return view
+
     def sync_acting_weights(self) -> None:
         """Threaded trainers: copies the trained actor into the acting copy, in one run.
 
@@ -512,22 +524,29 @@ class _ActingCopy:
     local (not saved in checkpoints, not trainable, not exported: export freezes the named
     outputs of the policy itself); ``sync_op`` assigns every one from its ``policy/...``
     twin in one group, which also initialises them.
+
+    The self-play ghost (`trainers.ghost_actor`) is another such copy, under its own
+    ``scope``, with normalizers of its own and without ``sync_op`` (snapshots are assigned).
     """
 
-    def __init__(self, build: Callable[[], ActorTensors]) -> None:
-        """``build``: builds the actor (`build_actor` on the policy's inputs) in the current scope."""
+    def __init__(self, build: Callable[[], ActorTensors], scope: str = ACTING_SCOPE, sync: bool = True) -> None:
+        """``build``: builds the actor (`build_actor` on the policy's inputs) in the current
+        scope; ``scope``: where its variables live; ``sync``: build ``sync_op``."""
 
         def local_getter(getter: Callable[..., tf.Variable], name: str, *args: object, **kwargs: object) -> tf.Variable:
             kwargs["trainable"] = False
             kwargs["collections"] = [tf.GraphKeys.LOCAL_VARIABLES]
             return getter(name, *args, **kwargs)
 
-        with tf.variable_scope(ACTING_SCOPE, custom_getter=local_getter):
+        with tf.variable_scope(scope, custom_getter=local_getter):
             actor = build()
-        prefix = ACTING_SCOPE + "/"
-        copies = [v for v in tf.local_variables() if v.op.name.startswith(prefix)]
-        sources = {v.op.name: v for v in tf.global_variables()}
-        self.sync_op = tf.group(*[c.assign(sources[c.op.name[len(prefix):]]) for c in copies], name="sync_acting")
+        prefix = scope + "/"
+        #: The copy's variables; each one's twin is named without ``prefix``.
+        self.variables: List[tf.Variable] = [v for v in tf.local_variables() if v.op.name.startswith(prefix)]
+        if sync:
+            sources = {v.op.name: v for v in tf.global_variables()}
+            copies = self.variables
+            self.sync_op = tf.group(*[c.assign(sources[c.op.name[len(prefix):]]) for c in copies], name="sync_acting")
         self.raw_continuous = self.env_continuous = self.deterministic_continuous = None
         self.discrete = self.deterministic_discrete = None
         if actor.continuous is not None:

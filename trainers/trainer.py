@@ -17,6 +17,7 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.fields import ACTION_MASK, CONTINUOUS_ACTION, DISCRETE_ACTION, DONE, ENVIRONMENT_REWARDS
+from trainers.ghost_actor import GhostActor
 from trainers.layout import checkpoint_name
 from trainers.graph import BehaviorGraph
 from trainers.policy import Actor, Policy
@@ -34,7 +35,11 @@ class Trainer(ABC):
 
     What the controller calls: `process_trajectory` for each trajectory an agent finishes
     or cuts, then, while `may_update`, `update` when `ready_to_update`; `step` counts the
-    agent steps it has been given; `actor` acts."""
+    agent steps it has been given; `actor` acts; with ``self_play``, `ghost` plays the
+    snapshots (`trainers.loop.self_play`)."""
+
+    #: The self-play ghost (`trainers.ghost_actor`); None without ``self_play``.
+    ghost: Optional[GhostActor] = None
 
     def __init__(
         self,
@@ -64,7 +69,12 @@ class Trainer(ABC):
     def _finish_graph(self, cluster: Optional[Chief] = None) -> None:
         """Saver and initializer of every variable, then finalises the graph and runs init.
 
-        ``cluster``: the run's cluster chief; update runs then go to its server."""
+        ``cluster``: the run's cluster chief; update runs then go to its server. With
+        ``self_play`` the ghost copy of the actor is built first, after everything else, so
+        that every other op keeps its random seed (the initial weights are those of the same
+        behavior without self-play)."""
+        if self.settings.self_play is not None:
+            self.ghost = GhostActor(self.policy)
         self.behavior_graph.finalize(cluster)
 
     @abstractmethod

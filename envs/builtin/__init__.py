@@ -8,6 +8,8 @@ are by default ML-Agents Release 22's ``SimpleEnvironment`` and ``MemoryEnvironm
 * `Chain`: sparse reward at the far end of a chain (needs exploration, e.g. curiosity).
 * `LookAlike`: the behavior names and spaces of a Unity game (ML-Agents' example
   configs train end to end on it) and a simple sign-matching task.
+* `Paddles`: a two-team adversarial paddle game (``Name?team=0`` vs ``?team=1``, +1 / -1 /
+  0 results), for self-play.
 
 Every env draws from one seeded ``np.random.Generator`` and has
 ``expert_action(behavior_name, decision_steps)`` (scripted optimal actions, for demos) and
@@ -17,6 +19,7 @@ from envs.builtin._base import BuiltinEnv
 from envs.builtin.chain import Chain
 from envs.builtin.crash import CrashEnv
 from envs.builtin.lookalike import LookAlike
+from envs.builtin.paddles import Paddles
 from envs.builtin.simple import Memory, Simple
 
-__all__ = ["BuiltinEnv", "Chain", "CrashEnv", "LookAlike", "Memory", "Simple"]
+__all__ = ["BuiltinEnv", "Chain", "CrashEnv", "LookAlike", "Memory", "Paddles", "Simple"]

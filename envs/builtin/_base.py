@@ -14,12 +14,13 @@ gives the same trajectories for the same actions.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import ActionTuple, BaseEnv, BehaviorSpec, DecisionSteps, TerminalSteps
 from envs.exceptions import EnvError
+from envs.parameters import ParameterDraws, check_parameters
 
 
 def check_int(env: str, key: str, value: object, minimum: int) -> int:
@@ -91,7 +92,19 @@ def check_step_size(env: str, per_agent: int, num_behaviors: int, num_agents: in
 
 
 class BuiltinEnv(BaseEnv):
-    """Base class of the built-in envs (see the module docstring)."""
+    """Base class of the built-in envs (see the module docstring).
+
+    Environment parameters (`set_env_parameters`): an env declares the ones it takes in
+    `ENV_PARAMETERS`; each agent gets a value of each parameter set at its episode start
+    (`_parameter`, called from ``_reset_rows``: one draw per agent for a sampler, in row
+    order), so a change reaches agents mid-episode only at their next episode. The draws
+    come from their own generators (`envs.parameters.ParameterDraws`, seeded with the
+    sampler's seed and the env's), never from the env's, so setting no parameter leaves
+    every trajectory as it was.
+    """
+
+    #: The environment parameters the env takes: name -> (lowest, highest value, meaning).
+    ENV_PARAMETERS: Mapping[str, Tuple[float, float, str]] = {}
 
     def __init__(
         self,
@@ -125,6 +138,7 @@ class BuiltinEnv(BaseEnv):
         self._steps: Dict[str, Tuple[DecisionSteps, TerminalSteps]] = {}
         self._empty_terminal = TerminalSteps.empty(spec)
         self._closed = False
+        self._parameters = ParameterDraws(seed)
 
     # ----------------------------------------------------------------- hooks
     def _init_state(self, n: int) -> BehaviorState:
@@ -151,6 +165,33 @@ class BuiltinEnv(BaseEnv):
     @property
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
         return self._specs
+
+    @classmethod
+    def check_env_parameters(cls, values: Mapping[str, Any]) -> None:
+        """`EnvError` for a parameter the env does not take or a value out of its range."""
+        ranges = {name: (low, high) for name, (low, high, _) in cls.ENV_PARAMETERS.items()}
+        check_parameters(f"builtin:{cls.__name__}", values, ranges)
+
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """Parameters from ``ENV_PARAMETERS``; agents take them at their next episode start."""
+        self.check_env_parameters(values)
+        changed = list(self._parameters.changed(values))
+        self._parameters.update(values)
+        if changed:
+            for state in self._state.values():
+                self._parameters_set(state, changed)
+
+    def _parameters_set(self, state: BehaviorState, names: Sequence[str]) -> None:
+        """Hook: ``names`` have new values (allocate per-agent arrays; agents keep the
+        values their episode started with)."""
+
+    def _parameter(self, name: str, rows: np.ndarray) -> Optional[np.ndarray]:
+        """Values of parameter ``name`` for agents ``rows`` starting an episode (``[len(rows)]``
+        float64, within the declared range); None when the parameter is not set."""
+        if name not in self._parameters:
+            return None
+        low, high, _ = self.ENV_PARAMETERS[name]
+        return self._parameters.draw(name, len(rows), low, high)
 
     def reset(self) -> None:
         self._check_open()

@@ -41,8 +41,9 @@ reset, after step 1, after step 2), a 2-D one (hybrid, or two branches) in its f
 The final observation of an episode follows the same rule.
 
 Beyond ML-Agents (defaults keep its behavior): several agents per behavior (``num_agents``;
-ML-Agents has one), ``max_episode_steps``, ``unit_visual``, ``step_delay_ms``, and `Memory`
-accepts every `Simple` kwarg (ML-Agents' takes only action sizes and step_size). Apart
+ML-Agents has one), ``max_episode_steps``, ``unit_visual``, ``step_delay_ms``, the
+environment parameters ``step_size`` and ``goal_distance`` (`Simple.ENV_PARAMETERS`), and
+`Memory` accepts every `Simple` kwarg (ML-Agents' takes only action sizes and step_size). Apart
 from that, only what a trainer never sees differs: the goals come from ``seed`` (ML-Agents
 seeds ``random.Random`` with its constructor arguments), agent ids are unique across
 behaviors, discrete actions come without an action mask (ML-Agents sends one that masks
@@ -51,7 +52,7 @@ nothing), and an agent given no action gets zeros (ML-Agents repeats its last on
 from __future__ import annotations
 
 import time
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -70,6 +71,10 @@ class _SimpleState(BehaviorState):
         super().__init__(n)
         self.goal = np.zeros(n, np.float64)  # -1 or +1
         self.position = np.zeros((n, n_dims), np.float64)
+        # Per agent, from its episode's start, once the environment parameter is set
+        # (None: every agent has the constructor's value, the fast path).
+        self.step_size: Optional[np.ndarray] = None  # [n] float64
+        self.goal_distance: Optional[np.ndarray] = None  # [n] float64
 
 
 class Simple(BuiltinEnv):
@@ -82,6 +87,16 @@ class Simple(BuiltinEnv):
     #: ML-Agents' ``MemoryEnvironment.num_show_steps``: the goal is shown while the step
     #: counter (steps x action dimensions) is at most this; -1: always (`Simple`).
     num_show_steps: int = -1
+
+    #: Environment parameters (``environment_parameters:``; beyond ML-Agents' test env),
+    #: each agent's from its episode start: ``step_size`` replaces the constructor's;
+    #: ``goal_distance`` d moves the ends to -d and +d (positions clamped to [-d, d], the
+    #: episode ends when every coordinate is at an end, the final reward is computed from
+    #: ``position / d``, so the returns stay those of the default, d = 1).
+    ENV_PARAMETERS = {
+        "step_size": (1e-6, 1.0, "largest move of a coordinate in one step"),
+        "goal_distance": (1e-3, 10.0, "distance from the start to either end"),
+    }
 
     def __init__(
         self,
@@ -178,6 +193,18 @@ class Simple(BuiltinEnv):
         assert isinstance(state, _SimpleState)
         state.goal[rows] = np.where(self._rng.integers(0, 2, size=len(rows)) == 1, 1.0, -1.0)
         state.position[rows] = 0.0
+        if state.step_size is not None:  # environment parameters, drawn after the goals
+            state.step_size[rows] = self._parameter("step_size", rows)
+        if state.goal_distance is not None:
+            state.goal_distance[rows] = self._parameter("goal_distance", rows)
+
+    def _parameters_set(self, state: BehaviorState, names: Sequence[str]) -> None:
+        assert isinstance(state, _SimpleState)
+        # Agents in an episode keep the value it started with: the constructor's.
+        if "step_size" in names and state.step_size is None:
+            state.step_size = np.full(state.n, self._step_size)
+        if "goal_distance" in names and state.goal_distance is None:
+            state.goal_distance = np.ones(state.n)
 
     def _advance(self, state: BehaviorState, action: ActionTuple) -> Tuple[np.ndarray, np.ndarray]:
         assert isinstance(state, _SimpleState)
@@ -186,7 +213,9 @@ class Simple(BuiltinEnv):
         # .mean: the same numbers in fewer calls. With one agent each numpy call's fixed
         # cost is the env's cost (ML-Agents' small-buffer test steps it 20k times).
         c = self._continuous
-        step = self._step_size
+        # Environment parameters: per-agent columns [n, 1]; unset, the scalars of ML-Agents.
+        step = self._step_size if state.step_size is None else state.step_size[:, None]
+        end = 1.0 if state.goal_distance is None else state.goal_distance[:, None]
         delta = np.empty_like(state.position)
         if c:
             delta[:, :c] = action.continuous  # float32 -> float64 before the clamp, as ML-Agents
@@ -195,13 +224,15 @@ class Simple(BuiltinEnv):
         np.maximum(delta, -step, out=delta)
         np.minimum(delta, step, out=delta)
         pos = np.add(state.position, delta, out=delta)
-        np.maximum(pos, -1.0, out=pos)
-        np.minimum(pos, 1.0, out=pos)
+        np.maximum(pos, -end, out=pos)
+        np.minimum(pos, end, out=pos)
         state.position = pos
-        done = np.logical_and.reduce(np.abs(pos) >= 1.0, axis=1)
+        done = np.logical_and.reduce(np.abs(pos) >= end, axis=1)
         n_dims = pos.shape[1]
         # sum over coordinates of SUCCESS_REWARD * pos * goal / n_dims, as ML-Agents adds it
-        alignment = np.add.reduce(self.success_reward * pos * state.goal[:, None] / n_dims, axis=1)
+        # (with a goal distance, of pos / d: the ends are worth what +-1 is by default)
+        scaled = pos if state.goal_distance is None else pos / end
+        alignment = np.add.reduce(self.success_reward * scaled * state.goal[:, None] / n_dims, axis=1)
         reward = np.where(done, alignment, -TIME_PENALTY).astype(np.float32)
         return reward, done
 

@@ -46,6 +46,7 @@ def make_env_manager(
     seed: int,
     unity: Optional[Any] = None,
     step_timeout: Optional[float] = None,
+    env_parameters: Optional[Mapping[str, Any]] = None,
 ) -> EnvManager:
     """The manager for ``env_settings``: in-process for one env, else one process per env;
     Unity games (a build path, or None for the Editor) in a `envs.managers.unity.UnityEnvManager`.
@@ -64,6 +65,9 @@ def make_env_manager(
             reported; for Unity games it replaces ``unity.timeout_wait``. One env stepped in
             this process (``num_envs == 1``) cannot be timed out: it runs in the caller's
             own thread (see `EnvManager.set_stop_check`).
+        env_parameters: environment parameters (name -> `envs.parameters.ParameterValue`)
+            every env starts with (Unity games: sent with their first reset, replacing
+            ``unity.env_parameters``); later ones go through `EnvManager.set_env_parameters`.
     """
     _check_counts(num_envs, agents_per_env)
     step_timeout = _check_timeout("env_settings.timeout_wait", step_timeout)
@@ -83,10 +87,13 @@ def make_env_manager(
             unity = dataclasses.replace(unity, additional_args=tuple(unity.additional_args) + extra)
         if step_timeout is not None:
             unity = dataclasses.replace(unity, timeout_wait=step_timeout)
+        if env_parameters:
+            unity = dataclasses.replace(unity, env_parameters=dict(env_parameters))
         return UnityEnvManager(env_id, int(num_envs), seed, unity)
     if int(num_envs) == 1:
-        return InProcessEnvManager(env_id, env_args, 1, agents_per_env, seed)
+        return InProcessEnvManager(env_id, env_args, 1, agents_per_env, seed, env_parameters=env_parameters)
     return SubprocessEnvManager(
         env_id, env_args, num_envs, agents_per_env, seed,
         step_timeout=DEFAULT_STEP_TIMEOUT_S if step_timeout is None else step_timeout,
+        env_parameters=env_parameters,
     )

@@ -381,14 +381,29 @@ def _needed_caps(layout: _Layout, steps: StepDict) -> Optional[Dict[str, int]]:
 
 # --------------------------------------------------------------------------- messages
 # Messages: parent -> worker b"S" (actions in shared memory) | b"s" + packed actions |
-# b"R" | b"M" + pickled (segment name, capacities) | b"C";
+# b"R" | b"M" + pickled (segment name, capacities) | b"C" |
+# b"P" + int32 n + n bytes of pickled environment parameters + a step or reset message
+# (the parameters ride on the next command, so one message is in flight at a time);
 # worker -> parent b"Y" + pickled specs (once) | b"K" (steps in shared memory) |
 # b"k" + packed steps | b"A" (segment mapped) | b"E" + pickled error info.
 _STEP, _STEP_PACKED, _RESET, _MAP, _CLOSE = b"S", b"s", b"R", b"M", b"C"
+_PARAMS = b"P"
 _READY, _OK, _OK_PACKED, _MAPPED, _ERROR = b"Y", b"K", b"k", b"A", b"E"
 
 
 _FRAME = struct.Struct("!i")  # multiprocessing.Connection's length prefix
+
+
+def _with_parameters(parameters: bytes, message: bytes) -> bytes:
+    """A step or reset ``message`` carrying pickled environment ``parameters`` before it."""
+    return _PARAMS + _FRAME.pack(len(parameters)) + parameters + message
+
+
+def _split_parameters(message: bytes) -> Tuple[bytes, bytes]:
+    """The inverse of `_with_parameters`: (pickled parameters, the command message)."""
+    (size,) = _FRAME.unpack_from(message, 1)
+    start = 1 + _FRAME.size
+    return message[start:start + size], message[start + size:]
 
 
 def _send_message(conn: Any, message: bytes) -> None:

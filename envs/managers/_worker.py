@@ -24,6 +24,7 @@ from envs.managers._wire import (
     _MAPPED,
     _OK,
     _OK_PACKED,
+    _PARAMS,
     _READY,
     _RESET,
     _STEP,
@@ -31,6 +32,7 @@ from envs.managers._wire import (
     _Channel,
     _Layout,
     _pack_steps,
+    _split_parameters,
     _recv_message,
     _send_message,
     _unpack_actions,
@@ -85,12 +87,15 @@ def _worker_main(
     seed: int,
     agents_per_env: int,
     alive: Any = None,
+    env_parameters: Optional[Dict[str, Any]] = None,
 ) -> None:
-    """Body of a worker process: build the env, then serve reset/step/map/close commands.
+    """Body of a worker process: build the env, then serve reset/step/map/close commands
+    (and environment parameters, which get no reply).
 
     Replies: ready (pickled specs) once, then one reply per command; on an exception an
     error ``(type name, one-line message, is EnvError, traceback)`` and exit. ``alive``:
-    the read end of the parent's lifeline pipe (see `_watch_parent`).
+    the read end of the parent's lifeline pipe (see `_watch_parent`). ``env_parameters``:
+    those the env starts with.
     """
     # Ctrl-C reaches the whole process group; the parent decides when workers close. The
     # parent started us with SIGINT blocked so that one arriving while this process was
@@ -111,7 +116,7 @@ def _worker_main(
                     target=_watch_parent, args=(alive, threading.get_ident(), done), name="parent-watchdog",
                     daemon=True,
                 ).start()
-            env = make_env(env_id, env_args, seed, agents_per_env)
+            env = make_env(env_id, env_args, seed, agents_per_env, env_parameters)
             specs = dict(env.behavior_specs)
             names = list(specs)
             _send_message(conn, _READY + pickle.dumps(specs, pickle.HIGHEST_PROTOCOL))
@@ -126,6 +131,9 @@ def _worker_main(
                     message = _recv_message(conn)
                 except (EOFError, OSError):
                     return  # the parent is gone
+                if message[:1] == _PARAMS:  # new environment parameters, then the command
+                    parameters, message = _split_parameters(message)
+                    env.set_env_parameters(pickle.loads(parameters))
                 cmd = message[:1]
                 if cmd == _STEP or cmd == _STEP_PACKED:
                     if cmd == _STEP:

@@ -164,6 +164,15 @@ class EnvManager(ABC):
         actions = [held.pop(i) for i in range(self.num_workers)]
         return self.step(actions)
 
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """New environment parameters (name -> `envs.parameters.ParameterValue`) for every
+        worker's env, taken from each agent's next episode start (`BaseEnv.set_env_parameters`);
+        a step in flight finishes with the old ones. Call `reset` after it to start every
+        episode with them (ML-Agents' ``require_reset``). This default: a manager whose envs
+        take none."""
+        if values:
+            raise EnvError(f"{type(self).__name__}: its environments take no environment parameters")
+
     @abstractmethod
     def close(self) -> None:
         """Release every env / worker. Idempotent; never hangs."""

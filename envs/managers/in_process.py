@@ -31,6 +31,7 @@ class InProcessEnvManager(EnvManager):
         num_envs: int = 1,
         agents_per_env: int = 1,
         seed: int = 0,
+        env_parameters: Optional[Mapping[str, Any]] = None,
     ) -> None:
         """
         Args:
@@ -39,9 +40,10 @@ class InProcessEnvManager(EnvManager):
             num_envs: number of envs, stepped in sequence.
             agents_per_env: agents per behavior in each env.
             seed: env i uses ``seed + i``; -1 draws a random base seed.
+            env_parameters: environment parameters every env starts with.
         """
         _check_counts(num_envs, agents_per_env)
-        validate_env(env_id, env_args)
+        validate_env(env_id, env_args, env_parameters)
         self._env_id = env_id
         self._seed = resolve_seed(seed, int(num_envs))
         self._envs: List[BaseEnv] = []
@@ -49,7 +51,7 @@ class InProcessEnvManager(EnvManager):
         self._error: Optional[EnvWorkerError] = None
         try:
             for i in range(int(num_envs)):
-                self._envs.append(make_env(env_id, env_args, self._seed + i, int(agents_per_env)))
+                self._envs.append(make_env(env_id, env_args, self._seed + i, int(agents_per_env), env_parameters))
         except BaseException:
             self.close()
             raise
@@ -110,6 +112,13 @@ class InProcessEnvManager(EnvManager):
             except Exception as e:
                 raise self._worker_error(i, e) from e
         return out
+
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """Every env's `BaseEnv.set_env_parameters`; an env that refuses them raises its
+        `EnvError` as is (the names are the user's, not a failure of the env)."""
+        self._check_open()
+        for env in self._envs:
+            env.set_env_parameters(values)
 
     def close(self) -> None:
         """Closes every env once; a Ctrl-C meanwhile is delivered after the last one."""

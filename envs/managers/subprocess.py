@@ -21,6 +21,10 @@ yielding the CPU, for up to `SPIN_S`) while the other has been answering quickly
 blocking: waking a process blocked on a pipe was most of a fast env's step round trip
 (README, "Environments"; `_Waiter`).
 
+Environment parameters (`set_env_parameters`) ride on each worker's next step or reset
+command (one message: the worker applies them, then runs the command), so one message is
+in flight per worker as the single-read framing of `envs.managers._wire` needs.
+
 Failures: an env that raises, a worker that dies, or a worker that does not answer within
 ``step_timeout`` seconds makes the manager shut every worker down and raise
 `EnvWorkerError` with one line naming the env id, the worker index and the cause (the
@@ -89,6 +93,7 @@ from envs.managers._wire import (
     _send_message,
     _unpack_steps,
     _Waiter,
+    _with_parameters,
 )
 from envs.managers._worker import _worker_main
 from envs.managers.base import (
@@ -225,6 +230,7 @@ class SubprocessEnvManager(EnvManager):
         start_method: str = "spawn",
         shared_memory: bool = True,
         stop_check: Optional[Callable[[], bool]] = None,
+        env_parameters: Optional[Mapping[str, Any]] = None,
     ) -> None:
         """
         Args:
@@ -241,14 +247,18 @@ class SubprocessEnvManager(EnvManager):
                 False sends them through the pipes (for comparisons).
             stop_check: as `set_stop_check`, from the start (the workers' start-up
                 waits for up to ``start_timeout`` too).
+            env_parameters: environment parameters every env starts with (must be
+                picklable; later ones: `set_env_parameters`).
         """
         _check_counts(num_envs, agents_per_env)
-        validate_env(env_id, env_args)
+        validate_env(env_id, env_args, env_parameters)
         if start_method not in ("spawn", "forkserver"):
             raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
         self._step_timeout = _check_timeout("step_timeout", step_timeout)
         start_limit = _check_timeout("start_timeout", start_timeout)
         self._env_id = env_id
+        self._env_args = dict(env_args) if env_args is not None else None
+        self._parameters_due: Dict[int, Dict[str, Any]] = {}  # worker -> parameters for its next command
         self._seed = resolve_seed(seed, int(num_envs))
         self._error: Optional[EnvWorkerError] = None
         self._interrupted: Optional[EnvInterrupted] = None
@@ -279,7 +289,8 @@ class SubprocessEnvManager(EnvManager):
                 lifeline_r, lifeline_w = ctx.Pipe(duplex=False)  # see _watch_parent
                 proc = ctx.Process(
                     target=_worker_main,
-                    args=(child_conn, env_id, args, self._seed + i, int(agents_per_env), lifeline_r),
+                    args=(child_conn, env_id, args, self._seed + i, int(agents_per_env), lifeline_r,
+                          dict(env_parameters) if env_parameters else None),
                     name=f"env-worker-{i}",
                     daemon=True,
                 )
@@ -328,11 +339,32 @@ class SubprocessEnvManager(EnvManager):
         """Per worker: behavior -> agents its segment holds (None: steps go through the pipe)."""
         return [None if c is None else dict(c.layout.caps) for c in self._channels]
 
-    def reset(self) -> List[EnvStep]:
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """Checked here, then sent to every worker with its next step or reset command (a
+        worker that is stepping finishes that step with the old ones; see
+        `EnvManager.set_env_parameters`)."""
         self._check_usable()
-        self._check_idle()
+        validate_env(self._env_id, self._env_args, values)
         for i in range(len(self._conns)):
-            self._send(i, _RESET)
+            self._parameters_due[i] = {**self._parameters_due.get(i, {}), **values}
+
+    def _command(self, i: int, message: bytes) -> None:
+        """Sends a step or reset command to worker ``i``, with parameters it has not had."""
+        due = self._parameters_due.pop(i, None)
+        if due:
+            message = _with_parameters(pickle.dumps(due, pickle.HIGHEST_PROTOCOL), message)
+        self._send(i, message)
+
+    def reset(self) -> List[EnvStep]:
+        """Resets every env. Out of lockstep, the steps of workers still stepping are
+        waited for and dropped first (a reset starts every episode anew)."""
+        self._check_usable()
+        if self._stepping:
+            self._gather(self._step_timeout, workers=sorted(self._stepping))
+            self._stepping.clear()
+        self._early.clear()
+        for i in range(len(self._conns)):
+            self._command(i, _RESET)
         return self._steps_from(self._gather(self._step_timeout))
 
     def step(self, actions: Sequence[Mapping[str, ActionTuple]]) -> List[EnvStep]:
@@ -399,9 +431,9 @@ class SubprocessEnvManager(EnvManager):
         channel = self._channels[i]
         self._stepping[i] = time.monotonic()
         if channel is not None and channel.write_actions(mapping):
-            self._send(i, _STEP)
+            self._command(i, _STEP)
         else:
-            self._send(i, _STEP_PACKED + _pack_actions(self._names, mapping))
+            self._command(i, _STEP_PACKED + _pack_actions(self._names, mapping))
 
     def _check_idle(self) -> None:
         if self._stepping:

@@ -41,7 +41,7 @@ import subprocess
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -233,7 +233,7 @@ class UnityEnv(BaseEnv):
         seed: int = 0,
         timeout_wait: float = 60.0,
         engine: Optional[EngineConfig] = None,
-        env_parameters: Optional[Mapping[str, float]] = None,
+        env_parameters: Optional[Mapping[str, Any]] = None,
         additional_args: Sequence[str] = (),
         log_folder: Optional[str] = None,
         side_channels: Sequence[SideChannel] = (),
@@ -250,7 +250,8 @@ class UnityEnv(BaseEnv):
             seed: sent to the game in the handshake.
             timeout_wait: seconds for the game to connect, and for each of its answers.
             engine: engine settings (None: ML-Agents' training defaults).
-            env_parameters: float environment parameters sent before the first reset.
+            env_parameters: environment parameters (name -> number or
+                `envs.parameters.ParameterValue`), sent with the first reset.
             additional_args: more command-line arguments for the build.
             log_folder: the build writes its player log to ``<log_folder>/Player-<worker>.log``.
             side_channels: extra channels (besides engine, parameters, stats, string log).
@@ -286,7 +287,7 @@ class UnityEnv(BaseEnv):
         )
         self.parameters_channel = EnvironmentParametersChannel()
         for key, value in (env_parameters or {}).items():
-            self.parameters_channel.set_float_parameter(key, float(value))
+            self.parameters_channel.set_parameter(key, value)
         self.stats_channel = StatsSideChannel()
         self.log_channel = StringLogChannel()
         self._channels = SideChannelManager(
@@ -632,6 +633,12 @@ class UnityEnv(BaseEnv):
     def set_float_parameter(self, key: str, value: float) -> None:
         """An environment parameter, sent with the next exchange."""
         self.parameters_channel.set_float_parameter(key, value)
+
+    def set_env_parameters(self, values: Mapping[str, Any]) -> None:
+        """Environment parameters (constants and samplers), sent with the next exchange (a
+        step, or the reset that follows): the game takes any name and reads what it knows."""
+        for key, value in values.items():
+            self.parameters_channel.set_parameter(key, value)
 
     def close(self) -> None:
         if self._closed:

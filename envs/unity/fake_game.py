@@ -109,7 +109,8 @@ class FakeGame:
     trainer_version: str = ""
     received_num_areas: int = 0
     engine: Dict[str, object] = field(default_factory=dict)
-    parameters: Dict[str, float] = field(default_factory=dict)
+    parameters: Dict[str, object] = field(default_factory=dict)  # a float, or a sampler's tuple
+    parameter_messages: List[bytes] = field(default_factory=list)  # EnvironmentParametersChannel payloads
     strings: List[str] = field(default_factory=list)
     actions: List[Dict[str, List[Tuple[List[float], List[int], List[float]]]]] = field(default_factory=list)
     commands: List[int] = field(default_factory=list)
@@ -265,9 +266,21 @@ class FakeGame:
                     key = {1: "quality_level", 2: "time_scale", 3: "target_frame_rate", 4: "capture_frame_rate"}[kind]
                     self.engine[key] = msg.read_float32() if kind == 2 else msg.read_int32()
             elif channel_id == EnvironmentParametersChannel.CHANNEL_ID:
+                # As C#'s EnvironmentParametersChannel reads it: a float, or a sampler kept
+                # here as (type, seed, *its float32s) for tests to look at.
                 key = msg.read_string()
-                assert msg.read_int32() == EnvironmentParametersChannel.FLOAT
-                self.parameters[key] = msg.read_float32()
+                kind = msg.read_int32()
+                if kind == EnvironmentParametersChannel.FLOAT:
+                    self.parameters[key] = msg.read_float32()
+                else:
+                    assert kind == EnvironmentParametersChannel.SAMPLER, kind
+                    seed, sampler = msg.read_int32(), msg.read_int32()
+                    if sampler == EnvironmentParametersChannel.MULTIRANGEUNIFORM:
+                        self.parameters[key] = ("multirangeuniform", seed, *msg.read_float32_list())
+                    else:
+                        name = "uniform" if sampler == EnvironmentParametersChannel.UNIFORM else "gaussian"
+                        self.parameters[key] = (name, seed, msg.read_float32(), msg.read_float32())
+                self.parameter_messages.append(payload)
             elif channel_id == StringLogChannel.CHANNEL_ID:
                 text = msg.read_string()
                 self.strings.append(text)
@@ -417,7 +430,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.record:
         with open(args.record.replace("{port}", str(args.mlagents_port)), "w") as f:
             json.dump({"argv": list(sys.argv[1:]), "unknown": unknown, "engine": game.engine,
-                       "parameters": game.parameters, "num_areas": game.received_num_areas}, f)
+                       "parameters": game.parameters, "num_areas": game.received_num_areas,
+                       "parameter_messages": [m.hex() for m in game.parameter_messages],
+                       "commands": game.commands}, f)
     if game.error is not None and not isinstance(game.error, grpc.RpcError):
         raise game.error
     return 0

@@ -40,8 +40,9 @@ class UnityOptions:
     """Extra command-line arguments for every build."""
     log_folder: Optional[str] = None
     """Builds write their player logs here (Player-<i>.log)."""
-    env_parameters: Mapping[str, float] = field(default_factory=dict)
-    """Float environment parameters sent before the first reset."""
+    env_parameters: Mapping[str, Any] = field(default_factory=dict)
+    """Environment parameters (numbers or `envs.parameters.ParameterValue`), sent with the
+    first reset (later ones: `EnvManager.set_env_parameters`)."""
     host: str = "localhost"
     """Interface the trainer listens on."""
     num_areas: int = 1

@@ -10,8 +10,8 @@ Channels implemented here (UUIDs are ML-Agents'):
 
 * `EngineConfigurationChannel` (trainer -> Unity): resolution, quality level, time scale,
   target and capture frame rate.
-* `EnvironmentParametersChannel` (trainer -> Unity): float environment parameters, read in
-  C# by ``Academy.Instance.EnvironmentParameters.GetWithDefault``.
+* `EnvironmentParametersChannel` (trainer -> Unity): environment parameters, floats and
+  samplers, read in C# by ``Academy.Instance.EnvironmentParameters.GetWithDefault``.
 * `StatsSideChannel` (Unity -> trainer): ``Academy.Instance.StatsRecorder.Add`` values,
   which the trainer writes to TensorBoard with the other stats.
 * `StringLogChannel` (both ways): UTF-8/ASCII strings; the game's strings are printed with
@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+from envs.parameters import Constant, Gaussian, MultiRangeUniform, Uniform
 
 _T = TypeVar("_T")
 
@@ -216,10 +218,16 @@ class EngineConfigurationChannel(SideChannel):
 
 
 class EnvironmentParametersChannel(SideChannel):
-    """Trainer -> Unity float environment parameters (curriculum, samplers later)."""
+    """Trainer -> Unity environment parameters: floats, and samplers the game draws from
+    each time it reads the parameter (ML-Agents' ``EnvironmentParametersChannel``, the same
+    bytes). A message: ``[string key][int32 type]``, then for ``FLOAT`` a float32; for
+    ``SAMPLER`` ``[int32 seed][int32 sampler type]`` and the sampler's float32s (uniform:
+    min, max; gaussian: mean, st_dev; multi-range uniform: a float list of the flattened
+    intervals)."""
 
     CHANNEL_ID = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
-    FLOAT, SAMPLER, CURRICULUM = 0, 1, 2
+    FLOAT, SAMPLER = 0, 1  # C#'s EnvironmentDataTypes
+    UNIFORM, GAUSSIAN, MULTIRANGEUNIFORM = 0, 1, 2  # C#'s SamplerType
 
     def __init__(self) -> None:
         super().__init__(self.CHANNEL_ID)
@@ -230,6 +238,49 @@ class EnvironmentParametersChannel(SideChannel):
         msg.write_int32(self.FLOAT)
         msg.write_float32(value)
         self.queue_message(msg)
+
+    def _sampler(self, key: str, seed: int, sampler_type: int) -> OutgoingMessage:
+        msg = OutgoingMessage()
+        msg.write_string(key)
+        msg.write_int32(self.SAMPLER)
+        msg.write_int32(seed)
+        msg.write_int32(sampler_type)
+        return msg
+
+    def set_uniform_sampler_parameters(self, key: str, min_value: float, max_value: float, seed: int) -> None:
+        msg = self._sampler(key, seed, self.UNIFORM)
+        msg.write_float32(min_value)
+        msg.write_float32(max_value)
+        self.queue_message(msg)
+
+    def set_gaussian_sampler_parameters(self, key: str, mean: float, st_dev: float, seed: int) -> None:
+        msg = self._sampler(key, seed, self.GAUSSIAN)
+        msg.write_float32(mean)
+        msg.write_float32(st_dev)
+        self.queue_message(msg)
+
+    def set_multirangeuniform_sampler_parameters(
+        self, key: str, intervals: Sequence[Tuple[float, float]], seed: int
+    ) -> None:
+        msg = self._sampler(key, seed, self.MULTIRANGEUNIFORM)
+        msg.write_float32_list([bound for interval in intervals for bound in interval])
+        self.queue_message(msg)
+
+    def set_parameter(self, key: str, value: Any) -> None:
+        """An `envs.parameters.ParameterValue` (or a plain number), as ML-Agents' settings'
+        ``apply`` sends it."""
+        if isinstance(value, Constant):
+            self.set_float_parameter(key, value.value)
+        elif isinstance(value, Uniform):
+            self.set_uniform_sampler_parameters(key, value.min_value, value.max_value, value.seed)
+        elif isinstance(value, Gaussian):
+            self.set_gaussian_sampler_parameters(key, value.mean, value.st_dev, value.seed)
+        elif isinstance(value, MultiRangeUniform):
+            self.set_multirangeuniform_sampler_parameters(key, value.intervals, value.seed)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.set_float_parameter(key, float(value))
+        else:
+            raise TypeError(f"environment parameter {key!r}: expected a number or a sampler, got {value!r}")
 
 
 class StatsSideChannel(SideChannel):

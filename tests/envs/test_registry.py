@@ -11,7 +11,7 @@ import pytest
 
 from envs.builtin import Chain, Memory, Simple
 from envs.exceptions import EnvError
-from envs.builtin import LookAlike
+from envs.builtin import LookAlike, Paddles
 from envs.registry import BUILTIN_ENVS, describe_env_ids, make_env, parse_env_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,9 @@ def _error(env_id: str, env_args: Optional[dict] = None, **kw: object) -> str:
 
 
 def test_builtin_envs_table() -> None:
-    assert BUILTIN_ENVS == {"Simple": Simple, "Memory": Memory, "Chain": Chain, "LookAlike": LookAlike}
+    assert BUILTIN_ENVS == {
+        "Simple": Simple, "Memory": Memory, "Chain": Chain, "LookAlike": LookAlike, "Paddles": Paddles,
+    }
 
 
 def test_make_builtin_with_kwargs_and_agents_per_env() -> None:

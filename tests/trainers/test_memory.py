@@ -25,8 +25,10 @@ MEMORY_SIZE = 8
 SEQ = 4
 
 
-def recurrent_settings(shared_critic: bool = False, **hyper) -> TrainerSettings:
-    hp = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=1, shared_critic=shared_critic)
+def recurrent_settings(shared_critic: bool = False, pack: bool = False, **hyper) -> TrainerSettings:
+    """``pack``: ``pack_sequences`` (packed buffer layout; default: padded, ML-Agents')."""
+    hp = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=1, shared_critic=shared_critic,
+              pack_sequences=pack)
     hp.update(hyper)
     return TrainerSettings(
         hyperparameters=PPOSettings(**hp),
@@ -142,13 +144,14 @@ def test_packed_sequence_resets_at_trajectory_starts():
 
 @pytest.mark.parametrize("use_reset, use_mask, use_partner", [
     (True, True, True), (True, False, True), (False, True, False), (False, False, False), (True, False, False),
+    (False, False, True),
 ])
 def test_unroll_gradients_equal_tensorflows_own(monkeypatch, use_reset, use_mask, use_partner):
     """The training unroll's hand-written backward pass (`lstm._unroll_with_bptt`) equals
     TensorFlow's own gradient of the same forward ops for every weight, input and memory,
     with resets, padding masks and an `LSTMPartner` (1e-6), and the custom gradient never
     reaches the one-step graph that is exported. Every combination the callers build:
-    PPO (resets, partner or not), BC (masks), and neither."""
+    PPO packed (resets, partner or not), PPO padded (partner or not), BC (masks)."""
     from trainers.tf import lstm
 
     rng = np.random.default_rng(2)
@@ -204,10 +207,10 @@ def test_unroll_gradients_equal_tensorflows_own(monkeypatch, use_reset, use_mask
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)
 
 
-def test_short_trajectories_are_packed_not_padded(episode_run):
-    """Short trajectories (time_horizon 7, sequences of 4) occupy their real rows plus at
-    most one padded sequence at update time, not a padded sequence each; ``buffer_size``
-    counts real rows."""
+def test_short_trajectories_are_packed_with_pack_sequences(episode_run):
+    """``pack_sequences: true``: short trajectories (time_horizon 7, sequences of 4) occupy
+    their real rows plus at most one padded sequence at update time, not a padded
+    sequence each; ``buffer_size`` counts real rows."""
     trainer, trajectories = episode_run
     for traj in trajectories:
         trainer.process_trajectory(traj)
@@ -224,6 +227,93 @@ def test_short_trajectories_are_packed_not_padded(episode_run):
     assert np.all(buf["masks"][real:] == 0) and np.all(buf["reset"][real:] == 1)
     np.testing.assert_array_equal(buf["memory"][real:], np.repeat(buf["memory"][real - 1 : real], added, 0))
     trainer.buffer.clear()
+
+
+def test_trajectories_fill_whole_sequences_by_default():
+    """ML-Agents' layout (the default): each trajectory is padded at its end to whole
+    sequences (time_horizon 7, sequences of 4: 7 or 5 steps -> 8 rows), so every
+    sequence holds one trajectory's steps from its first one; the padding rows are masked
+    (0), keep the action masks open and the last memories, and count in ``buffer_size``
+    (ML-Agents' ``num_experiences``), so an update comes after fewer steps than packed."""
+    env = Memory(continuous=0, discrete=1, num_agents=2, seed=3)
+    trainer = make_trainer(env, recurrent_settings(buffer_size=70))
+    trajectories = rollout(trainer, env, 40)
+    lengths = [len(t) for t in trajectories]
+    assert max(lengths) > SEQ and any(n % SEQ for n in lengths)  # several sequences, partial ones
+    expected_masks = []
+    for traj in trajectories:
+        trainer.process_trajectory(traj)
+        expected_masks += [1.0] * len(traj) + [0.0] * ((-len(traj)) % SEQ)
+    buf = trainer.buffer
+    assert "reset" not in buf  # no trajectory starts inside a sequence
+    assert buf["masks"].tolist() == expected_masks
+    assert buf.num_experiences == len(expected_masks) == sum(-(-n // SEQ) * SEQ for n in lengths)
+    assert buf.pad_to_sequences(SEQ) == 0
+    starts = np.cumsum([0] + [-(-n // SEQ) * SEQ for n in lengths[:-1]])
+    for start, traj in zip(starts, trajectories):
+        n = len(traj)
+        np.testing.assert_array_equal(buf["memory"][start : start + n], traj.memory)
+        np.testing.assert_array_equal(buf["obs_0"][start : start + n], traj.obs[0])
+        end = start + -(-n // SEQ) * SEQ
+        assert np.all(buf["action_mask"][start + n : end] == 1)
+        np.testing.assert_array_equal(buf["memory"][start + n : end], np.repeat(traj.memory[-1:], end - start - n, 0))
+        assert np.all(buf["advantages"][start + n : end] == 0)
+    # ML-Agents' rule (more rows than buffer_size) on the padded count: 68 real steps
+    # make more than buffer_size (70) rows.
+    assert sum(lengths) == 68 and buf.num_experiences > 70 and trainer.ready_to_update
+    trainer.close()
+    env.close()
+
+
+@pytest.mark.parametrize("pack", [False, True], ids=["padded", "packed"])
+def test_advantages_are_normalised_as_ml_agents_does(pack):
+    """``advantage_normalization: buffer``: padded, over every row of the buffer, the
+    padding's zero advantages included (ML-Agents' ``_update_policy`` normalises its whole
+    padded buffer); packed, over the real rows only."""
+    env = Memory(continuous=0, discrete=1, num_agents=2, seed=3)
+    trainer = make_trainer(env, recurrent_settings(pack=pack))
+    for traj in rollout(trainer, env, 43):
+        trainer.process_trajectory(traj)
+    trainer.buffer.pad_to_sequences(SEQ)
+    raw = trainer.buffer["advantages"].copy()
+    real = trainer.buffer["masks"] > 0
+    assert (~real).sum() > 0 and np.all(raw[~real] == 0)
+    seen = []
+    update = trainer.optimizer.update
+
+    def capture(minibatch, step, feed):
+        if not seen:
+            seen.append(trainer.buffer["advantages"].copy())
+        return update(minibatch, step, feed)
+
+    trainer.optimizer.update = capture  # type: ignore[method-assign]
+    trainer.update()
+    rows = np.ones_like(real) if not pack else real
+    mean, std = raw[rows].mean(), raw[rows].std()
+    np.testing.assert_allclose(seen[0][real], (raw[real] - mean) / (std + 1e-10), rtol=1e-5, atol=1e-6)
+    if not pack:
+        assert abs(seen[0].mean()) < 1e-5  # over every row: mean 0 there, not on the real rows
+        assert abs(seen[0][real].mean()) > 1e-3
+    trainer.close()
+    env.close()
+
+
+def test_pack_sequences_is_read_and_checked(tmp_path):
+    """``hyperparameters.pack_sequences``: false by default (ML-Agents' padded layout), read
+    from YAML, and anything but a boolean is one error line naming the file and key."""
+    from trainers.config import load_settings
+    from trainers.exceptions import ConfigError
+
+    assert PPOSettings().pack_sequences is False
+    path = tmp_path / "c.yaml"
+    path.write_text("behaviors:\n  A:\n    hyperparameters: {pack_sequences: true}\n")
+    assert load_settings(str(path)).behaviors["A"].hyperparameters.pack_sequences is True
+    path.write_text("behaviors:\n  A:\n    hyperparameters: {pack_sequences: 3}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}: behaviors.A.hyperparameters.pack_sequences: ") and "\n" not in message
+    assert "true or false" in message or "bool" in message, message
 
 
 def test_pad_trajectory_fields():
@@ -246,7 +336,7 @@ def test_pad_trajectory_fields():
 @pytest.fixture(scope="module")
 def episode_run():
     env = Memory(continuous=0, discrete=1, num_agents=2, seed=3)
-    trainer = make_trainer(env, recurrent_settings())
+    trainer = make_trainer(env, recurrent_settings(pack=True))
     trajectories = rollout(trainer, env, 40)
     yield trainer, trajectories
     trainer.close()
@@ -287,6 +377,7 @@ def test_critic_memory_carried_across_chunks_equals_one_unroll(episode_run):
     assert np.all(np.abs(memories[1:]).sum(axis=1) > 0)
 
 
+@pytest.mark.parametrize("pack", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize(
     "env_kwargs,shared",
     [
@@ -296,24 +387,29 @@ def test_critic_memory_carried_across_chunks_equals_one_unroll(episode_run):
     ],
     ids=["discrete", "hybrid", "shared-critic"],
 )
-def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
-    """Fed the stored memories (actor ``memory``, critic ``critic_memory``), the trajectory
-    starts (``reset``) and previous actions, the training graph recomputes exactly the
-    log-probabilities the actions were sampled with and the values the targets were
-    computed from: ratio 1 and, with returns set to the stored values, value loss 0 —
-    on packed sequences where several trajectories (of both agents) share a sequence."""
+def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared, pack):
+    """Fed the stored memories (actor ``memory``, critic ``critic_memory``), the previous
+    actions and, packed, the trajectory starts (``reset``), the training graph recomputes
+    exactly the log-probabilities the actions were sampled with and the values the targets
+    were computed from: ratio 1 and, with returns set to the stored values, value loss 0 —
+    on padded sequences (each trajectory's, continued across sequences: time_horizon 7)
+    and on packed sequences where several trajectories (of both agents) share one."""
     env = Memory(num_agents=2, seed=5, **env_kwargs)
-    trainer = make_trainer(env, recurrent_settings(shared))
+    trainer = make_trainer(env, recurrent_settings(shared, pack))
     for traj in rollout(trainer, env, 60):
         trainer.process_trajectory(traj)
     buf = trainer.buffer
-    real = buf.num_experiences
-    assert buf.pad_to_sequences(SEQ) == (-real) % SEQ  # only the last sequence padded
+    rows = buf.num_experiences
+    real = int(buf["masks"].sum())
     assert ("critic_memory" in buf) is (not shared)
-    assert float(buf["masks"].sum()) == real
-    # Trajectories start inside sequences (time_horizon 7, SEQ 4): resets off sequence starts.
-    inside = buf["reset"].reshape(-1, SEQ)[:, 1:]
-    assert inside[:-1].sum() >= 5, inside
+    if pack:
+        assert rows == real and buf.pad_to_sequences(SEQ) == (-real) % SEQ  # only the last sequence padded
+        # Trajectories start inside sequences (time_horizon 7, SEQ 4): resets off sequence starts.
+        inside = buf["reset"].reshape(-1, SEQ)[:, 1:]
+        assert inside[:-1].sum() >= 5, inside
+    else:
+        assert buf.pad_to_sequences(SEQ) == 0 and rows > real
+        assert "reset" not in buf and "reset" not in trainer.optimizer.placeholders
     batch = {k: buf[k] for k in trainer.optimizer.placeholders}
     batch["extrinsic_returns"] = batch["extrinsic_value_estimates"]
     stats = trainer.optimizer.update(batch, 0, {})
@@ -324,16 +420,17 @@ def test_update_reproduces_rollout_from_stored_memories(env_kwargs, shared):
     env.close()
 
 
-def test_critic_lstm_with_the_actor_or_apart_gives_the_same_update(monkeypatch):
+@pytest.mark.parametrize("pack", [False, True], ids=["padded", "packed"])
+def test_critic_lstm_with_the_actor_or_apart_gives_the_same_update(monkeypatch, pack):
     """The update steps the critic's LSTM in the actor's LSTM ops (`LSTMPartner`) or as
     its own unroll, whichever runs faster where the update runs
     (`critic_lstm_with_actor`); from the same weights and trajectories both give the
-    same update (1e-6), on packed sequences with resets."""
+    same update (1e-6), on padded sequences and on packed sequences with resets."""
     env = Memory(num_agents=2, seed=5)
     trainers, weights = [], []
     for together in (True, False):
         monkeypatch.setattr(ppo_optimizer, "critic_lstm_with_actor", lambda settings, devices, t=together: t)
-        trainers.append(make_trainer(env, recurrent_settings()))
+        trainers.append(make_trainer(env, recurrent_settings(pack=pack)))
     with_partner, apart = trainers
     with with_partner.policy.graph.as_default():
         start = {v.op.name: v.eval(with_partner.policy.session) for v in tf.global_variables()}
@@ -347,7 +444,8 @@ def test_critic_lstm_with_the_actor_or_apart_gives_the_same_update(monkeypatch):
         for traj in trajectories:
             trainer.process_trajectory(traj)
         trainer.buffer.pad_to_sequences(SEQ)
-        assert trainer.buffer["reset"].reshape(-1, SEQ)[:, 1:].sum() >= 5  # resets inside sequences
+        if pack:
+            assert trainer.buffer["reset"].reshape(-1, SEQ)[:, 1:].sum() >= 5  # resets inside sequences
         batch = {k: trainer.buffer[k] for k in trainer.optimizer.placeholders}
         trainer.optimizer.update(batch, 0, {})
         with trainer.policy.graph.as_default():
@@ -409,45 +507,59 @@ def memory_config(tmp_path, memory: bool = True, **replace: str) -> str:
     return str(path)
 
 
-def ml_agents_recurrent_config(tmp_path, memory: bool = True, continuous: bool = False) -> str:
-    """ML-Agents Release 22's test_recurrent_ppo (test_simple_rl.py, commit ac576f9f) as a
-    config: PPO_TORCH_CONFIG (1 x 32 units, beta and epsilon decaying linearly) with lr
-    1e-3, batch 64, buffer 128, memory_size 16 (sequence_length: R22's default 64), 6000
-    steps, on Memory; one checkpoint (one export) at the end. ``memory=False``: the same
-    without the LSTM."""
+#: Action kind -> (env_args, buffer_size, max_steps) of ML-Agents Release 22's recurrent
+#: PPO learning tests: test_recurrent_ppo's action_sizes (0, 1) and (1, 0) (test_simple_rl.py),
+#: test_hybrid_recurrent_ppo's (1, 1) with step_size 0.5 (test_hybrid.py).
+ML_AGENTS_RECURRENT = {
+    "discrete": ({"continuous": 0, "discrete": 1}, 128, 6000),
+    "continuous": ({"continuous": 1, "discrete": 0}, 128, 6000),
+    "hybrid": ({"continuous": 1, "discrete": 1, "step_size": 0.5}, 512, 5000),
+}
+
+
+def ml_agents_recurrent_config(tmp_path, memory: bool = True, actions: str = "discrete", max_steps=None) -> str:
+    """ML-Agents Release 22's recurrent PPO learning test (test_simple_rl.py /
+    test_hybrid.py, commit ac576f9f) as a config: PPO_TORCH_CONFIG (1 x 32 units, beta and
+    epsilon decaying linearly) with lr 1e-3, batch 64, memory_size 16 (sequence_length:
+    R22's default 64) and the test's buffer, steps and env (`ML_AGENTS_RECURRENT`), on
+    Memory; one checkpoint (one export) at the end. ``memory=False``: the same without the
+    LSTM; ``max_steps``: another budget (the schedules decay over it)."""
+    env_args, buffer_size, steps = ML_AGENTS_RECURRENT[actions]
+    steps = max_steps or steps
     network = {"hidden_units": 32, "num_layers": 1,
                "memory": {"memory_size": 16, "sequence_length": 64} if memory else None}
-    hyper = {"batch_size": 64, "buffer_size": 128, "learning_rate": 1.0e-3, "learning_rate_schedule": "constant",
-             "beta_schedule": "linear", "epsilon_schedule": "linear"}
-    return derived_config(config_path("Memory.yaml"), tmp_path / ("r22.yaml" if memory else "r22_ff.yaml"), {
-        "behaviors": {"Memory": {"hyperparameters": hyper, "network_settings": network, "max_steps": 6000,
-                                 "summary_freq": 500, "checkpoint_interval": 6000}},
-        "env_settings": {"env_args": {"continuous": int(continuous), "discrete": int(not continuous)}, "seed": 1},
+    hyper = {"batch_size": 64, "buffer_size": buffer_size, "learning_rate": 1.0e-3,
+             "learning_rate_schedule": "constant", "beta_schedule": "linear", "epsilon_schedule": "linear"}
+    name = f"r22_{actions}_{steps}" + ("" if memory else "_ff") + ".yaml"
+    return derived_config(config_path("Memory.yaml"), tmp_path / name, {
+        "behaviors": {"Memory": {"hyperparameters": hyper, "network_settings": network, "max_steps": steps,
+                                 "summary_freq": 500, "checkpoint_interval": steps}},
+        "env_settings": {"env_args": env_args, "seed": 1},
     })
 
 
 def test_memory_env_needs_the_lstm_and_the_export_plays(run_cli, tmp_path):
-    """ML-Agents' test_recurrent_ppo, action_sizes (0, 1): PPO + LSTM solves Memory in 6000
-    steps (> 0.9, here the mean of the last summary period, 500 steps); the same run
-    without memory stays below 0.6 (the best memoryless policy, which walks at random once
-    the goal is hidden, averages about 0.48); the exported ONNX model, its memories fed
-    back per agent, plays it as well.
+    """ML-Agents' test_recurrent_ppo, action_sizes (0, 1), in half its budget: PPO + LSTM
+    solves Memory in 3000 steps (> 0.9, here the mean of the last summary period, 500
+    steps); the same run without memory stays below 0.6 (the best memoryless policy, which
+    walks at random once the goal is hidden, averages about 0.48); the exported ONNX model,
+    its memories fed back per agent, plays it as well.
 
-    Measured (seeds 1-8 and 1337; seed 1 here): the last summary 0.92-1.0 except seed 7
-    (0.73); the last-5 mean stays above 0.9 from step 4413-5987 (seed 1: 5057), where
-    ML-Agents reaches 0.98 by about step 2000 (issue 32 item 2). Without memory: 0.08 and
-    0.44 (seeds 1, 2)."""
-    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path), "--run-id=lstm")
+    Measured (scripts/diagnose_memory.py --actions=discrete --steps=3000; seed 1 here): the
+    last-5 mean stays above 0.9 from step 844-1507 on seeds 1-5 (seed 1: 844), as with
+    6000 steps; ML-Agents reaches 0.98 by about step 2000. Before ML-Agents' padded
+    sequences (issue 32 item 2): from step 4413-5300 in 6000 steps."""
+    config = ml_agents_recurrent_config(tmp_path, max_steps=3000)
+    code, out, err = run_cli(config, "--run-id=lstm")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "lstm")
-    assert rows[-1][0] == 6000 and rows[-1][1] > 0.9, rows
-    code, _, err = run_cli(ml_agents_recurrent_config(tmp_path, memory=False), "--run-id=ff")
+    assert rows[-1][0] == 3000 and rows[-1][1] > 0.9, rows
+    code, _, err = run_cli(ml_agents_recurrent_config(tmp_path, memory=False, max_steps=3000), "--run-id=ff")
     assert code == 0, err
     ff = reward_rows(run_cli.results, "ff")
     assert ff[-1][1] < 0.6, ff
     model = os.path.join(run_cli.results, "lstm", "Memory", "Memory.onnx")
-    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path), "--run-id=lstm", "--inference", f"--model={model}",
-                             "--max-steps=300")
+    code, out, err = run_cli(config, "--run-id=lstm", "--inference", f"--model={model}", "--max-steps=300")
     assert code == 0, err
     played = reward_rows(run_cli.results, "lstm")
     assert played[-1][0] == 300 and played[-1][1] > 0.9, played
@@ -455,14 +567,53 @@ def test_memory_env_needs_the_lstm_and_the_export_plays(run_cli, tmp_path):
 
 def test_ml_agents_recurrent_ppo_continuous(run_cli, tmp_path):
     """ML-Agents' test_recurrent_ppo, action_sizes (1, 0): > 0.9 in 6000 steps. Measured
-    (seeds 1-8 and 1337; seed 1 here): the last summary 0.94-0.98 on 6 of 9 seeds, the
-    last-5 mean above 0.9 from step 4055-5656; seeds 3, 4 and 7 end at -0.02, 0.84 and 0.02
-    (given 12000 steps, over which beta and epsilon then decay, seed 3 stays above 0.9
-    from step 9766)."""
-    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path, continuous=True), "--run-id=lstm")
+    (scripts/diagnose_memory.py --actions=continuous; seed 1 here): the last-5 mean stays
+    above 0.9 from step 1531-2906 on seeds 1-5 (1.02 at the end); before ML-Agents' padded
+    sequences, from step 4639-5200 on 3 of them, the others below 0.9 at 6000."""
+    code, out, err = run_cli(ml_agents_recurrent_config(tmp_path, actions="continuous"), "--run-id=lstm")
     assert code == 0, err
     rows = reward_rows(run_cli.results, "lstm")
     assert rows[-1][0] == 6000 and rows[-1][1] > 0.9, rows
+
+
+#: The seeds the slow ML-Agents recurrent tests name (ML-Agents runs its tests at 1337 only).
+ML_AGENTS_TEST_SEEDS = (1, 2, 3, 4, 5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("actions", ["discrete", "continuous", "hybrid"])
+def test_ml_agents_recurrent_learning_test_passes_on_most_seeds(run_cli, tmp_path, monkeypatch, actions):
+    """ML-Agents Release 22's recurrent PPO learning tests with their settings, env and
+    budget (`ML_AGENTS_RECURRENT`: test_recurrent_ppo's discrete and continuous, 6000
+    steps; test_hybrid_recurrent_ppo's hybrid, step_size 0.5, buffer 512, 5000 steps) and
+    their pass criterion (check_environment_trains: the mean return of the run's last 5
+    episodes > 0.9) pass on at least 4 of the seeds 1-5 (the runs stop once that is
+    decided). Measured (scripts/diagnose_memory.py, seeds 1-5): 5 of 5 for each kind."""
+    from trainers.trainer import Trainer
+
+    returns: list = []
+    record = Trainer.record_episodes
+
+    def recording(self, episodes):  # every training episode's return, in order
+        returns.extend(float(e.reward) for e in episodes)
+        record(self, episodes)
+
+    monkeypatch.setattr(Trainer, "record_episodes", recording)
+    config = ml_agents_recurrent_config(tmp_path, actions=actions)
+    steps = ML_AGENTS_RECURRENT[actions][2]
+    finals = {}
+    for seed in ML_AGENTS_TEST_SEEDS:
+        returns.clear()
+        code, out, err = run_cli(config, f"--run-id=s{seed}", f"--seed={seed}")
+        assert code == 0, err
+        assert reward_rows(run_cli.results, f"s{seed}")[-1][0] == steps
+        assert len(returns) >= 5
+        finals[seed] = float(np.mean(returns[-5:]))
+        passed = sum(v > 0.9 for v in finals.values())
+        if passed >= 4 or len(finals) - passed > 1:
+            break
+    assert sum(v > 0.9 for v in finals.values()) >= 4, finals
 
 
 @pytest.mark.slow

@@ -372,19 +372,23 @@ def test_bad_sac_settings_are_one_line(run_cli, tmp_path, line, expected):
     assert "Traceback" not in err
 
 
-def test_recurrent_sac_is_refused_naming_the_key(run_cli, tmp_path):
-    config = tmp_path / "lstm.yaml"
-    config.write_text(textwrap.dedent("""\
+def test_recurrent_sac_loads_from_both_formats(tmp_path):
+    """Recurrent SAC (tests/trainers/test_sac_memory.py) from the nested memory section and
+    from the flat format's use_recurrent keys."""
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(textwrap.dedent("""\
         behaviors:
           Simple:
             trainer_type: sac
             network_settings:
               memory: {memory_size: 16, sequence_length: 4}
-        env_settings:
-          env_path: builtin:Simple
         """))
-    code, _, err = run_cli(str(config), "--run-id=lstm")
-    assert code == 1 and "behaviors.Simple.network_settings.memory: recurrent SAC" in err.splitlines()[-1]
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("default:\n  trainer: sac\n  use_recurrent: true\n  memory_size: 16\n  sequence_length: 4\n")
+    for path in (nested, flat):
+        settings = load_settings(str(path)).behavior_settings("Simple")
+        assert settings.trainer_type == "sac" and settings.network_settings.memory is not None
+        assert (settings.network_settings.memory.memory_size, settings.network_settings.memory.sequence_length) == (16, 4)
 
 
 def test_flat_sac_num_update_and_train_interval(tmp_path):

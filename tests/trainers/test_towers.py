@@ -185,10 +185,12 @@ def test_full_update_with_every_reward_signal_matches_across_towers():
 SEQ = 4
 
 
-def build_recurrent(devices, restore=None):
+def build_recurrent(devices, restore=None, pack=False):
+    """``pack``: ``pack_sequences`` (packed layout, resets inside sequences); else ML-Agents'
+    padded layout (one memory per sequence)."""
     from trainers.config import MemorySettings
 
-    base = small_settings()
+    base = small_settings(pack_sequences=pack)
     network = dataclasses.replace(base.network_settings, memory=MemorySettings(memory_size=8, sequence_length=SEQ))
     trainer = PPOTrainer("B", SPEC, dataclasses.replace(base, network_settings=network), StatsReporter("B", []), 0, devices)
     if restore is not None:
@@ -196,10 +198,10 @@ def build_recurrent(devices, restore=None):
     return trainer
 
 
-def recurrent_minibatch(num_sequences, seed=0):
-    """``num_sequences`` sequences of SEQ rows; masked rows in every other one, packed
-    trajectories starting inside sequences (``reset``), stored actor/critic memories per
-    row and previous actions."""
+def recurrent_minibatch(num_sequences, seed=0, pack=False):
+    """``num_sequences`` sequences of SEQ rows; masked rows in every other one, stored
+    actor/critic memories per row (the padded layout reads each sequence's first) and
+    previous actions; ``pack``: trajectories starting inside sequences (``reset``)."""
     rng = np.random.default_rng(seed)
     n = num_sequences * SEQ
     mb = minibatch(n, seed)
@@ -208,7 +210,8 @@ def recurrent_minibatch(num_sequences, seed=0):
     mb["memory"] = rng.normal(size=(n, 8)).astype(np.float32)
     mb["critic_memory"] = rng.normal(size=(n, 8)).astype(np.float32)
     mb["prev_action"] = rng.integers(0, 3, size=(n, 1)).astype(np.int32)
-    mb["reset"] = (rng.uniform(size=n) < 0.3).astype(np.float32)
+    if pack:
+        mb["reset"] = (rng.uniform(size=n) < 0.3).astype(np.float32)
     return mb
 
 
@@ -244,6 +247,24 @@ def test_towers_with_lstm_match_one_tower(recurrent_trainers, num_towers, sequen
         np.testing.assert_allclose(weights[name], ref_weights[name], rtol=1e-6, atol=1e-7, err_msg=name)
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl"):
         assert stats[key] == pytest.approx(ref_stats[key], rel=1e-5, abs=1e-7), key
+
+
+def test_towers_with_packed_lstm_match_one_tower(tmp_path):
+    """``pack_sequences: true`` (trajectories starting inside sequences): 2 towers give the
+    1-tower update to 1e-6 on 5 sequences (uneven)."""
+    one = build_recurrent(("/cpu:0",), pack=True)
+    prefix = one.save(str(tmp_path))
+    two = build_recurrent(("/cpu:0", "/cpu:1"), restore=prefix, pack=True)
+    mb = recurrent_minibatch(5, seed=3, pack=True)
+    assert mb["reset"].reshape(-1, SEQ)[:, 1:].sum() > 0  # trajectory starts inside sequences
+    ref_grads, ref_weights, _ = grads_and_update(one, mb)
+    grads, weights, _ = grads_and_update(two, mb)
+    scale = max(float(np.max(np.abs(g))) for g in ref_grads.values())
+    for name in ref_grads:
+        assert float(np.max(np.abs(ref_grads[name] - grads[name]))) / scale < 1e-6, name
+        np.testing.assert_allclose(weights[name], ref_weights[name], rtol=1e-6, atol=1e-7, err_msg=name)
+    one.close()
+    two.close()
 
 
 def test_lstm_checkpoints_move_between_tower_counts(recurrent_trainers, tmp_path):

@@ -21,6 +21,9 @@ Options:
   --model=<file-or-dir>       With --inference: play an exported <Behavior>.onnx (or a directory of them)
                               with onnxruntime instead of a checkpoint.
   --max-steps=<n>             Override max_steps of every behavior (quick runs).
+  --curriculum=<file-or-dir>  ML-Agents 0.11-0.15 curricula (a YAML file keyed by behavior, or a directory
+                              of <Behavior>.json), read as environment_parameters curricula.
+  --sampler=<file>            ML-Agents 0.11-0.15 sampler file, read as environment_parameters samplers.
   --base-port=<n>             First port for Unity games (worker i uses base port + i).
   --timeout-wait=<s>          Seconds an env has to answer each step (every env kind), and a Unity game
                               to connect (default 60).
@@ -49,7 +52,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
 
@@ -65,6 +68,7 @@ if TYPE_CHECKING:  # annotations only: this module must not import TensorFlow wh
     from envs.managers.base import EnvManager
     from envs.unity.options import UnityOptions
     from trainers.config import CheckpointSettings, RunOptions, TrainerSettings
+    from trainers.loop.curriculum import EnvironmentParameterManager
     from trainers.loop.status import TrainingStatus
     from trainers.trainer import Trainer
 
@@ -123,7 +127,10 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
             out[key] = float(value)
         except ValueError:
             raise ConfigError(f"{opt}: expected a number, got {shorten(repr(value))}") from None
-    for opt, key in (("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from")):
+    for opt, key in (
+        ("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from"),
+        ("--curriculum", "curriculum"), ("--sampler", "sampler"),
+    ):
         if args.get(opt) is not None:
             out[key] = args[opt]
     if args.get("--results-dir") is not None:
@@ -205,7 +212,9 @@ _EDITOR_EVALUATION = (
 )
 
 
-def _evaluation_env(options: "RunOptions", seed: int, is_unity: bool, section: str) -> "EnvManager":
+def _evaluation_env(
+    options: "RunOptions", seed: int, is_unity: bool, section: str, env_parameters: Optional[Dict[str, Any]] = None
+) -> "EnvManager":
     """The env behaviors with ``evaluation:`` are evaluated on: built like the training
     envs, with one worker and its own seed (`trainers.loop.evaluation.evaluation_seed`); a
     Unity build listens on the port after the training builds' and writes its player log to
@@ -229,7 +238,7 @@ def _evaluation_env(options: "RunOptions", seed: int, is_unity: bool, section: s
         )
     return make_env_manager(
         env_settings.env_path, env_settings.env_args, 1, env_settings.agents_per_env, evaluation_seed(seed),
-        unity=unity, step_timeout=float(env_settings.timeout_wait),
+        unity=unity, step_timeout=float(env_settings.timeout_wait), env_parameters=env_parameters,
     )
 
 
@@ -295,6 +304,21 @@ def _trainer_settings(options: "RunOptions", name: str) -> "TrainerSettings":
         f"behaviors.{name}: the environment has this behavior but the config does not name it; "
         f"add a section behaviors.{name} or default_settings"
     )
+
+
+def _check_curriculum_behaviors(
+    curriculum: "EnvironmentParameterManager", specs: Mapping[str, Any], env_path: Optional[str]
+) -> None:
+    """Each completion criteria names a behavior of the environment (behaviors trained by
+    default_settings are known only now; the loader checked the configured ones)."""
+    for name, parameter in curriculum.settings.items():
+        for i, lesson in enumerate(parameter.curriculum):
+            criteria = lesson.completion_criteria
+            if criteria is not None and criteria.behavior not in specs:
+                raise ConfigError(
+                    f"environment_parameters.{name}.curriculum[{i}].completion_criteria.behavior: "
+                    f"{criteria.behavior!r}: the environment {env_path} has no such behavior (it has: {', '.join(specs)})"
+                )
 
 
 def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] = None) -> int:
@@ -375,11 +399,21 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
             for name, settings in options.behaviors.items():
                 if settings.evaluation is not None:
                     raise ConfigError(_EDITOR_EVALUATION.format(section=f"behaviors.{name}"))
+        curriculum = None
+        if options.environment_parameters:
+            from trainers.loop.curriculum import EnvironmentParameterManager
+
+            # Lessons go on where the run left them (--resume; --inference plays in them).
+            restore = status.curriculum if (ckpt.resume or ckpt.inference) else None
+            curriculum = EnvironmentParameterManager(options.environment_parameters, seed, restore)
+            if restore is not None:
+                print(f"[INFO] {curriculum.resumed()}", flush=True)
         try:
             env = make_env_manager(
                 env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
                 unity=unity_options(options) if is_unity else None,
                 step_timeout=float(env_settings.timeout_wait),
+                env_parameters=curriculum.values() if curriculum is not None else None,
             )
         except BaseException:
             if chief is not None:
@@ -400,10 +434,16 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                         f"(it has: {', '.join(specs)})"
                     )
             settings_of = {name: _trainer_settings(options, name) for name in specs}
+            if curriculum is not None:
+                _check_curriculum_behaviors(curriculum, specs, env_settings.env_path)
+                for name in options.environment_parameters:
+                    print(f"[INFO] {curriculum.describe(name)}", flush=True)
             evaluated = [n for n, s in settings_of.items() if s.evaluation is not None and not ckpt.inference]
             if evaluated:
                 section = f"behaviors.{evaluated[0]}" if evaluated[0] in options.behaviors else "default_settings"
-                evaluation_env = _evaluation_env(options, seed, is_unity, section)
+                evaluation_env = _evaluation_env(
+                    options, seed, is_unity, section, curriculum.values() if curriculum is not None else None
+                )
             resumed = ckpt.resume and bool(status.behaviors)
             # A resumed run continues its clock and its TensorBoard curves from the checkpoint
             # (its step is known once it is restored, below, before anything is written).
@@ -461,6 +501,7 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
                 on_checkpoint=None if ckpt.inference else export_hook(formats),
                 evaluation_env=evaluation_env,
                 on_best=export_hook(formats, best=True) if evaluation_env is not None else None,
+                curriculum=curriculum,
             )
             controller.run()
         finally:

@@ -14,6 +14,7 @@ from trainers.config.limits import (
     MAX_MEMORY_SIZE,
     MAX_NUM_LAYERS,
     MAX_SEQUENCE_LENGTH,
+    MAX_SELF_PLAY_WINDOW,
 )
 from trainers.config.loader import (
     CLI_FLAGS,
@@ -51,10 +52,12 @@ from trainers.config.schema import (
     RunOptions,
     SACSettings,
     ScheduleType,
+    SelfPlaySettings,
     TrainerKind,
     TrainerSettings,
     TrainerType,
     cluster_refusal,
+    self_play_refusal,
 )
 
 __all__ = [
@@ -88,6 +91,8 @@ __all__ = [
     "REWARD_SIGNAL_TYPES",
     "BehavioralCloningSettings",
     "EvaluationSettings",
+    "SelfPlaySettings",
+    "self_play_refusal",
     "TrainerSettings",
     "EnvSettings",
     "EngineSettings",
@@ -102,4 +107,5 @@ __all__ = [
     "MAX_SEQUENCE_LENGTH",
     "MAX_BUFFER_SIZE",
     "MAX_EVALUATION_EPISODES",
+    "MAX_SELF_PLAY_WINDOW",
 ]

@@ -98,10 +98,7 @@ def _unknown_key(key: Any, candidates: Iterable[str], where: _Where) -> ConfigEr
     return _fail(where.key(key), f"unknown key{_suggestion(key, candidates)}")
 
 
-_NOT_SUPPORTED: Dict[str, str] = {
-    "environment_parameters": "not supported (environment parameters and curricula)",
-    "self_play": "not supported (self-play)",
-}
+_NOT_SUPPORTED: Dict[str, str] = {}
 
 _HINTS: Dict[type, Dict[str, Any]] = {}
 

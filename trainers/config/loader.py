@@ -59,6 +59,7 @@ from trainers.config.schema import (
     TrainerSettings,
     _default_reward_signals,
 )
+from trainers.config.curriculum_files import load_environment_parameters
 from trainers.config.yaml_reader import _read_yaml
 from trainers.exceptions import ConfigError
 
@@ -216,6 +217,7 @@ _FLAT_TRAINER_KEYS = (
     "init_path",
     "threaded",
     "evaluation",
+    "self_play",
 )
 _FLAT_HYPER_KEYS = tuple(
     dict.fromkeys(_field_names(PPOSettings) + _field_names(SACSettings))
@@ -410,6 +412,9 @@ CLI_FLAGS: Dict[str, str] = {
     "capture_frame_rate": "--capture-frame-rate",
     "no_graphics": "--no-graphics",
     "no_graphics_monitor": "--no-graphics-monitor",
+    # ML-Agents 0.11-0.15's files, converted into environment_parameters (curriculum_files).
+    "curriculum": "--curriculum",
+    "sampler": "--sampler",
 }
 """cli_overrides keys accepted by load_settings, and the flag each is reported as."""
 
@@ -463,6 +468,7 @@ _NESTED_KEYS = (
     "device_settings",
     "cluster_settings",
     "debug",
+    "environment_parameters",
 )
 
 
@@ -547,6 +553,7 @@ def _load_nested(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli
         dict(
             behaviors=behaviors,
             default_settings=default_settings,
+            environment_parameters=_environment_parameters(doc, where, cli, source, behaviors, default_settings),
             **_run_sections(doc, where, cli, source),
         ),
         where.key,
@@ -573,9 +580,26 @@ def _load_flat(doc: Mapping[Any, Any], source: _Source, cli: Mapping[str, _Cli])
         dict(
             behaviors=behaviors,
             default_settings=default_settings,
+            environment_parameters=_environment_parameters({}, where, cli, source, behaviors, default_settings),
             **_run_sections({}, where, cli, source),
         ),
         where.key,
+    )
+
+
+def _environment_parameters(
+    doc: Mapping[Any, Any],
+    where: _Where,
+    cli: Mapping[str, _Cli],
+    source: _Source,
+    behaviors: Mapping[str, TrainerSettings],
+    default_settings: Optional[TrainerSettings],
+) -> Dict[str, Any]:
+    """``environment_parameters`` with ``--curriculum`` / ``--sampler`` (trainers.config.curriculum_files)."""
+    paths = {key: str(cli[key].value) if key in cli else None for key in ("curriculum", "sampler")}
+    return load_environment_parameters(
+        doc.get("environment_parameters"), where.child("environment_parameters"), source,
+        paths["curriculum"], paths["sampler"], behaviors, default_settings is not None,
     )
 
 
@@ -646,6 +670,8 @@ def load_settings(
 def _plain(value: Any) -> Any:
     if isinstance(value, EngineSettings):
         return value.given()  # what was set: the build's own defaults are not ours to write
+    if hasattr(value, "to_config"):  # a sampler: ML-Agents' sampler_type/sampler_parameters
+        return value.to_config()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

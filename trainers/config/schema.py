@@ -18,8 +18,10 @@ from trainers.config._fields import (
     _check_number,
     _check_str,
     _describe,
+    _is_int,
     _suggestion,
 )
+from trainers.config.environment_parameters import EnvironmentParameterSettings, check_environment_parameters
 from trainers.config.run import (
     CheckpointSettings,
     ClusterSettings,
@@ -30,6 +32,7 @@ from trainers.config.run import (
 from trainers.config.limits import (
     MAX_BODY_WEIGHTS,
     MAX_EVALUATION_EPISODES,
+    MAX_SELF_PLAY_WINDOW,
     MAX_MEMORY_SIZE,
     MAX_NUM_LAYERS,
     MAX_SEQUENCE_LENGTH,
@@ -107,6 +110,14 @@ class PPOSettings:
     return and clip it to [-10, 10], as Stable-Baselines3's ``VecNormalize(norm_reward=True)``
     (the return uses the extrinsic signal's gamma and restarts with each episode). The
     statistics are saved with checkpoints. Off in ML-Agents."""
+    pack_sequences: bool = False
+    """Recurrent policies: False (ML-Agents): each trajectory fills whole sequences of
+    ``sequence_length`` rows, its last one padded, and ``buffer_size`` and ``batch_size``
+    count the padding rows, as ML-Agents counts them. True: trajectories are packed back
+    to back, only the buffer's last sequence is padded and both count real steps: less
+    computation per step with episodes shorter than a sequence, but each minibatch then
+    holds several episodes, so there are fewer gradient steps per step collected
+    (README, "Memory (LSTM)")."""
 
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
@@ -128,6 +139,7 @@ class PPOSettings:
         _check_choice(self, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
         _check_number(self, "log_std_init", -20.0, 2.0)
         _check_bool(self, "normalize_reward")
+        _check_bool(self, "pack_sequences")
         if self.batch_size > self.buffer_size:
             raise _InvalidField(
                 "batch_size",
@@ -214,14 +226,16 @@ class TrainerKind:
     """Honours ``threaded: true`` (its updates can run beside the env steps)."""
     squashed: bool
     """Its continuous actor is the tanh-squashed Gaussian (ML-Agents' SAC)."""
+    self_play: bool = False
+    """Accepts ``self_play`` (ML-Agents' ghost trainer wraps PPO and SAC alike)."""
 
 
 #: trainer_type -> its capabilities.
 TRAINER_KINDS: Dict[str, TrainerKind] = {
-    "ppo": TrainerKind(PPOSettings, recurrent=True, cluster=True, threaded_updates=True, squashed=False),
-    # Recurrent SAC needs sequence sampling from the replay buffer and memories in the
-    # critic's targets (issue 32); updates run every few env steps, so no thread.
-    "sac": TrainerKind(SACSettings, recurrent=False, cluster=False, threaded_updates=False, squashed=True),
+    "ppo": TrainerKind(PPOSettings, recurrent=True, cluster=True, threaded_updates=True, squashed=False, self_play=True),
+    # Updates run every few env steps, so no thread. Recurrent: sequences in the replay
+    # buffer (trainers/sac/).
+    "sac": TrainerKind(SACSettings, recurrent=True, cluster=False, threaded_updates=False, squashed=True, self_play=True),
 }
 HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {name: kind.hyperparameters for name, kind in TRAINER_KINDS.items()}
 
@@ -454,6 +468,47 @@ class EvaluationSettings:
         )
 
 
+@dataclass(frozen=True)
+class SelfPlaySettings:
+    """Self-play against past snapshots (``self_play:``; ML-Agents' ghost trainer); absent:
+    none. Teams come from the environment's ``Name?team=N`` behavior ids; one team learns
+    while the others play snapshots (`trainers.loop.self_play`). ML-Agents' defaults
+    (its code's: its docs say swap_steps 10000, its code 2000)."""
+
+    save_steps: int = 20000
+    """Trainer steps (the learning team's) between snapshots of the policy (> 0)."""
+    team_change: Optional[int] = None
+    """Trainer steps before the learning team changes (> 0); None: 5 x save_steps."""
+    swap_steps: int = 2000
+    """Ghost steps (the other teams') between opponent swaps (> 0)."""
+    window: int = 10
+    """Snapshots kept to draw opponents from (> 0)."""
+    play_against_latest_model_ratio: float = 0.5
+    """Probability that a swap picks the latest policy instead of a past snapshot, in [0, 1]."""
+    initial_elo: float = 1200.0
+    """ELO rating of the initial policy (``Self-play/ELO``)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "save_steps", 1)
+        if self.team_change is None:
+            # ML-Agents' default, resolved here so that configuration.yaml shows it.
+            object.__setattr__(self, "team_change", 5 * self.save_steps if _is_int(self.save_steps) else None)
+        _check_int(self, "team_change", 1)
+        _check_int(self, "swap_steps", 1)
+        _check_int(self, "window", 1)
+        _check_at_most(
+            self, "window", MAX_SELF_PLAY_WINDOW, "snapshots", "each is a copy of the actor's weights in memory"
+        )
+        _check_number(self, "play_against_latest_model_ratio", 0.0, 1.0)
+        _check_number(self, "initial_elo")
+
+
+def self_play_refusal(trainer_type: str) -> str:
+    """Why a trainer type without self-play support cannot have ``self_play``."""
+    supported = ", ".join(n for n, k in TRAINER_KINDS.items() if k.self_play)
+    return f"not supported for trainer_type {trainer_type} (self-play is supported for {supported})"
+
+
 def _default_reward_signals() -> Dict[str, RewardSignalSettings]:
     return {"extrinsic": ExtrinsicSettings()}
 
@@ -494,6 +549,8 @@ class TrainerSettings:
     evaluation: Optional[EvaluationSettings] = None
     """Deterministic evaluation on an env of its own every ``interval`` steps, keeping the
     best model; None: off (beyond ML-Agents)."""
+    self_play: Optional[SelfPlaySettings] = None
+    """Self-play (ML-Agents' ghost trainer) between the teams of ``Name?team=N``; None: off."""
 
     @property
     def kind(self) -> TrainerKind:
@@ -524,6 +581,15 @@ class TrainerSettings:
                 f"recurrent {self.trainer_type.upper()} (LSTM) is not supported yet; remove the memory "
                 "section or use trainer_type: ppo",
             )
+        memory = self.network_settings.memory
+        if memory is not None and isinstance(self.hyperparameters, SACSettings):
+            if self.hyperparameters.buffer_size < memory.sequence_length:
+                # The replay buffer stores whole sequences.
+                raise _InvalidField(
+                    "hyperparameters.buffer_size",
+                    f"must hold at least one sequence (network_settings.memory.sequence_length "
+                    f"{memory.sequence_length}), got {self.hyperparameters.buffer_size}",
+                )
         if not isinstance(self.reward_signals, Mapping):
             raise _InvalidField("reward_signals", "expected a mapping of name -> settings")
         object.__setattr__(self, "reward_signals", dict(self.reward_signals))
@@ -559,6 +625,9 @@ class TrainerSettings:
         _check_str(self, "init_path", optional=True)
         _check_bool(self, "threaded")
         _check_instance(self, "evaluation", EvaluationSettings, optional=True)
+        _check_instance(self, "self_play", SelfPlaySettings, optional=True)
+        if self.self_play is not None and not self.kind.self_play:
+            raise _InvalidField("self_play", self_play_refusal(self.trainer_type))
 
 
 @dataclass(frozen=True)
@@ -573,6 +642,9 @@ class RunOptions:
     """The environment."""
     engine_settings: EngineSettings = field(default_factory=EngineSettings)
     """Unity engine settings (ignored, with a warning, for built-in and Gymnasium envs)."""
+    environment_parameters: Mapping[str, EnvironmentParameterSettings] = field(default_factory=dict)
+    """Parameter name -> its curriculum (a constant or a sampler: one lesson); see
+    `trainers.config.environment_parameters`."""
     checkpoint_settings: CheckpointSettings = field(default_factory=CheckpointSettings)
     """Run id, results directory, resume/force/initialize/inference."""
     device_settings: DeviceSettings = field(default_factory=DeviceSettings)
@@ -598,6 +670,10 @@ class RunOptions:
         _check_instance(self, "device_settings", DeviceSettings)
         _check_instance(self, "cluster_settings", ClusterSettings)
         _check_bool(self, "debug")
+        parameters = check_environment_parameters(
+            self.environment_parameters, self.behaviors, self.default_settings is not None
+        )
+        object.__setattr__(self, "environment_parameters", parameters)
         if self.cluster_settings.enabled:
             sections = [(f"behaviors.{n}", s) for n, s in self.behaviors.items()]
             if self.default_settings is not None:

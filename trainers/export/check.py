@@ -145,10 +145,16 @@ def _compare(
             raise ExportError(f"{behavior}: exported {runtime} output {key} has shape {a.shape}, expected {b.shape}")
         diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
         diffs[key] = diff
-        if not diff <= CHECK_TOLERANCE:
+        tolerance = CHECK_TOLERANCE
+        if key == names.RECURRENT_OUT and a.size:
+            # The LSTM's cell state is unbounded (it grew to |c| ~8 over the 20-step check of
+            # a recurrent SAC policy), and float32 rounding differs between runtimes by a
+            # few ulps a step: relative above 1, as the actions' 1e-5 is.
+            tolerance *= max(1.0, float(np.max(np.abs(b))))
+        if not diff <= tolerance:
             raise ExportError(
                 f"{behavior}: exported {runtime} output {key} differs from the training graph by "
-                f"{diff:.3g} (tolerance {CHECK_TOLERANCE:g})"
+                f"{diff:.3g} (tolerance {tolerance:.3g})"
             )
     return diffs
 

@@ -48,7 +48,9 @@ from envs.exceptions import EnvInterrupted, EnvWorkerError
 from trainers.exceptions import WorkerLostError
 from trainers.layout import RunLayout
 from trainers.loop.checkpoints import run_relative
+from trainers.loop.curriculum import EnvironmentParameterManager
 from trainers.loop.evaluation import MAX_STEPS_PER_EPISODE, EvaluatedBehavior, EvaluationResult, Evaluator
+from trainers.loop.self_play import ActingGroup, SelfPlay, SelfPlayBehavior
 from trainers.loop.status import CheckpointEntry, TrainingStatus
 from trainers.loop.threaded import BackgroundUpdater
 from trainers.loop.trajectory import AgentProcessor, Trajectory
@@ -117,6 +119,9 @@ class Turn:
     obs: Optional[List[np.ndarray]] = None  # the policy's input, all agents
     masks: Optional[np.ndarray] = None
     info: Optional[ActionInfo] = None  # None: no agent asked for a decision
+    # The ids' actor and trajectories (self-play: the learning team's or a ghost team's);
+    # None: the behavior's ids, actor and processor.
+    group: Optional[ActingGroup] = None
 
 
 #: ML-Agents' StatsAggregationMethod (what Unity's StatsRecorder sends) -> ours; histograms
@@ -143,11 +148,13 @@ class TrainerController:
         on_checkpoint: Optional[CheckpointHook] = None,
         evaluation_env: Optional[EnvManager] = None,
         on_best: Optional[CheckpointHook] = None,
+        curriculum: Optional[EnvironmentParameterManager] = None,
     ) -> None:
         """``evaluation_env``: where behaviors with ``evaluation:`` are evaluated (training
         only; the caller builds and closes it); ``on_best``: called with the trainer and the
         prefix of ``checkpoint-best`` after a new best evaluation (the best model's export),
-        as ``on_checkpoint`` after each checkpoint."""
+        as ``on_checkpoint`` after each checkpoint. ``curriculum``: the environment
+        parameters, whose values the envs were built with (`_advance_curriculum`)."""
         self.env = env
         self.training = training
         self.run_dir = run_dir
@@ -157,6 +164,10 @@ class TrainerController:
         self.on_checkpoint = on_checkpoint
         self.on_best = on_best
         self.evaluator = Evaluator(evaluation_env) if training and evaluation_env is not None else None
+        self.curriculum = curriculum
+        self._env_reset_due = False  # a lesson with require_reset changed: reset after this step
+        if curriculum is not None and training:
+            status.curriculum = curriculum.status  # saved (and so resumed) with every status
         self.timers = Timers()
         self.behaviors: Dict[str, BehaviorState] = {}
         ids = behavior_ids(env.behavior_specs)
@@ -184,6 +195,10 @@ class TrainerController:
             self.behaviors[name] = state
             if training:  # saved with every status: trainer-export rebuilds the actor without an env
                 status.set_behavior_spec(name, trainer.spec)
+        # Self-play (`trainers.loop.self_play`) while training; --inference plays every team
+        # with the policy.
+        self._plain_groups: Dict[str, ActingGroup] = {}
+        self.self_play = self._make_self_play(status) if training else None
         # Out of lockstep only where runs are not reproducible anyway (see the module docstring).
         self.lockstep = not (
             training and env.num_workers > 1 and any(b.updater is not None for b in self.behaviors.values())
@@ -248,6 +263,8 @@ class TrainerController:
                 self.timers.env += time.perf_counter() - t
                 self.timers.env_steps += 1
                 self._record_env_stats(steps)
+                if self._env_reset_due:
+                    steps = self._reset_envs()
                 stepped = True
             if stepped and self.training and self._stop_signal is None:
                 self._learn_from_last_step(steps)
@@ -284,8 +301,9 @@ class TrainerController:
         its last update. No action is taken for these decisions."""
         acted = []
         for name, b in self.behaviors.items():
-            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
-            acted.append(Turn(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0))
+            for group in self._groups(name, b):
+                parts = [(env_step, bid) for env_step in steps for bid in group.ids]
+                acted.append(Turn(name, b, parts, [s.steps[bid][0] for s, bid in parts], [], 0, group=group))
         self._record(steps, acted)
         self._after_step()
 
@@ -309,46 +327,52 @@ class TrainerController:
         actions: List[Dict[str, ActionTuple]] = [dict() for _ in range(self.env.num_workers)]
         acted: List[Turn] = []
         for name, b in self.behaviors.items():
-            decisions, counts, rows, agents = [], [], [], 0
-            parts = [(env_step, bid) for env_step in steps for bid in b.ids]
-            for env_step, bid in parts:
-                decision, terminal = env_step.steps[bid]
-                if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
-                    b.trainer.actor.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
-                n = len(decision)
-                decisions.append(decision)
-                counts.append(n)
-                rows.append(slice(agents, agents + n))
-                agents += n
-            turn = Turn(name, b, parts, decisions, rows, agents)
-            acted.append(turn)
-            if agents == 0:
-                continue
-            t = time.perf_counter()
-            spec = b.trainer.spec
-            branches = spec.action_spec.discrete_branches
-            # One copy per step: the env may reuse its observation buffers. (One worker: a
-            # copy, not a concatenation of one array, which costs several times more.)
-            # ML-Agents' True = unavailable -> 1 = allowed; the all-allowed arrays are shared.
-            mask_parts = [allowed_mask(d.action_mask, n, branches, shared=True) for d, n in zip(decisions, counts)]
-            if len(decisions) == 1:
-                turn.obs = [o.copy() for o in decisions[0].obs]
-                turn.masks = mask_parts[0]
-            else:
-                turn.obs = [np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))]
-                # With discrete branches every part has a mask.
-                turn.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
-            keys = (
-                [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
-                if b.recurrent
-                else None
-            )
-            info = turn.info = b.trainer.actor.act(
-                turn.obs, turn.masks, deterministic=not self.training, agent_keys=keys
-            )
-            for (env_step, bid), part in zip(parts, turn.rows):
-                actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[part], info.discrete[part])
-            self.timers.inference += time.perf_counter() - t
+            # One call per acting group: every id of the behavior, or with self-play the
+            # learning team (the trainer's actor) and the other teams (the ghost).
+            for group in self._groups(name, b):
+                actor = group.actor
+                decisions, counts, rows, agents = [], [], [], 0
+                parts = [(env_step, bid) for env_step in steps for bid in group.ids]
+                for env_step, bid in parts:
+                    decision, terminal = env_step.steps[bid]
+                    if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
+                        actor.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
+                    n = len(decision)
+                    decisions.append(decision)
+                    counts.append(n)
+                    rows.append(slice(agents, agents + n))
+                    agents += n
+                turn = Turn(name, b, parts, decisions, rows, agents, group=group)
+                acted.append(turn)
+                if agents == 0:
+                    continue
+                t = time.perf_counter()
+                spec = b.trainer.spec
+                branches = spec.action_spec.discrete_branches
+                # One copy per step: the env may reuse its observation buffers. (One worker: a
+                # copy, not a concatenation of one array, which costs several times more.)
+                # ML-Agents' True = unavailable -> 1 = allowed; the all-allowed arrays are shared.
+                mask_parts = [allowed_mask(d.action_mask, n, branches, shared=True) for d, n in zip(decisions, counts)]
+                if len(decisions) == 1:
+                    turn.obs = [o.copy() for o in decisions[0].obs]
+                    turn.masks = mask_parts[0]
+                else:
+                    turn.obs = [
+                        np.concatenate([d.obs[i] for d in decisions]) for i in range(len(spec.observation_specs))
+                    ]
+                    # With discrete branches every part has a mask.
+                    turn.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
+                keys = (
+                    [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
+                    if b.recurrent
+                    else None
+                )
+                info = turn.info = actor.act(turn.obs, turn.masks, deterministic=not self.training, agent_keys=keys)
+                for (env_step, bid), part in zip(parts, turn.rows):
+                    actions[env_step.worker_id][bid] = ActionTuple.trusted(
+                        info.env_continuous[part], info.discrete[part]
+                    )
+                self.timers.inference += time.perf_counter() - t
         return actions, acted
 
     def _record(self, steps: List[EnvStep], acted: List[Turn]) -> None:
@@ -358,20 +382,27 @@ class TrainerController:
         for turn in acted:
             b, name = turn.behavior, turn.name
             t = time.perf_counter()
+            # Self-play: a ghost team's processor keeps episode returns only (no trajectory).
+            processor = turn.group.processor if turn.group is not None else b.processor
+            learning = turn.group is None or turn.group.learning
             for env_step, bid in turn.parts:
                 decision, terminal = env_step.steps[bid]
-                trajectories, episodes = b.processor.add_terminal(env_step.worker_id, terminal)
-                trajectories += b.processor.add_decision(env_step.worker_id, decision)
+                trajectories, episodes = processor.add_terminal(env_step.worker_id, terminal)
+                trajectories += processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
                     self._process_trajectory(b, traj)
+                    if self.self_play is not None and name in self.self_play:
+                        self.self_play.on_trajectory(name, traj)  # a game's result: ELO
                 if episodes:
                     b.trainer.record_episodes(episodes)
+                    if self.curriculum is not None and learning:  # lessons count the learning team's
+                        self.curriculum.record_episodes(name, [e.reward for e in episodes])
             info, obs, masks = turn.info, turn.obs, turn.masks
             if info is not None:
                 assert obs is not None  # set with info by _act
                 for (env_step, _), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
                     if rows.stop > rows.start:
-                        b.processor.add_actions(
+                        processor.add_actions(
                             env_step.worker_id,
                             decision,
                             [o[rows] for o in obs],
@@ -382,15 +413,22 @@ class TrainerController:
                             info.memory[rows] if info.memory is not None else None,
                             info.prev_action[rows] if info.prev_action is not None else None,
                         )
-                b.trainer.step += turn.agents
+                if learning:
+                    b.trainer.step += turn.agents
+                elif self.self_play is not None:
+                    self.self_play.add_ghost_steps(name, turn.agents)
             self.timers.trajectories += time.perf_counter() - t
 
     def _after_step(self) -> None:
+        if self.curriculum is not None:
+            self._advance_curriculum()
         for name, b in self.behaviors.items():
             trainer = b.trainer
             self._collect_update(b)
             if self.training and trainer.ready_to_update and trainer.may_update:
                 self._update(b)
+            if self.self_play is not None and name in self.self_play:
+                self.self_play.advance(name, trainer.step)  # team change, snapshot, swap
             if trainer.step >= b.next_summary:
                 b.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
                 b.stats.write_stats(trainer.step)
@@ -467,6 +505,8 @@ class TrainerController:
         b = self.behaviors[name]
         trainer = b.trainer
         prefix = trainer.save(b.checkpoint_dir)
+        if self.self_play is not None and name in self.self_play:
+            self.self_play.save(name, prefix, self.status)  # beside the checkpoint; its ELO in the status
         # The status follows the checkpoint at once (atomically: a temporary file, then a
         # rename), before the slow exports; older checkpoints go only once the status no
         # longer lists them. A run killed anywhere keeps a resumable checkpoint (and
@@ -571,3 +611,81 @@ class TrainerController:
         """Threaded policies act with a copy of the actor: fill it (fresh or restored weights)."""
         for b in self.behaviors.values():
             b.trainer.actor.sync_acting_weights()
+
+    # ------------------------------------------------ environment parameters (curricula)
+
+    def _advance_curriculum(self) -> None:
+        """After each env step (ML-Agents' ``reset_env_if_ready``): the lessons are checked
+        (training only), a lesson change sends the new values to every env (and the
+        evaluation env) at once, and one with ``require_reset`` has every env reset once the
+        step in flight has returned (`_reset_envs`). The lessons go to every behavior's
+        summaries."""
+        curriculum = self.curriculum
+        assert curriculum is not None
+        if self.training:
+            steps = {name: b.trainer.step for name, b in self.behaviors.items()}
+            max_steps = {name: b.trainer.settings.max_steps for name, b in self.behaviors.items()}
+            updated, must_reset = curriculum.update(steps, max_steps)
+            if updated:
+                # Every parameter's value, as ML-Agents sends them; with a reset, together with
+                # it (`_reset_envs`), so the step in flight does not get them first.
+                if must_reset:
+                    self._env_reset_due = True
+                else:
+                    self.env.set_env_parameters(curriculum.values())
+                if self.evaluator is not None:
+                    self.evaluator.env.set_env_parameters(curriculum.values())
+        for tag, lesson in curriculum.lesson_stats():
+            for b in self.behaviors.values():
+                b.stats.set_stat(tag, lesson)
+
+    def _reset_envs(self) -> List[EnvStep]:
+        """Every env starts new episodes (a lesson with ``require_reset`` changed). The
+        agents' unfinished trajectories and episodes are dropped, unsent, and recurrent
+        memories forgotten, as ML-Agents' ``AgentProcessor.end_episode`` drops them at its
+        reset; the step that was in flight is dropped with them."""
+        self._env_reset_due = False
+        for name, b in self.behaviors.items():
+            if self.self_play is not None and name in self.self_play:
+                self.self_play.ghosts[name].restart_agents()  # the ghost team's agents too
+                continue
+            if b.recurrent and b.processor.agent_keys:
+                b.trainer.actor.forget_agents(b.processor.agent_keys)
+            b.processor.end_episodes()
+        t = time.perf_counter()
+        if self.curriculum is not None:
+            self.env.set_env_parameters(self.curriculum.values())
+        steps = self.env.reset()
+        self.timers.env += time.perf_counter() - t
+        self._record_env_stats(steps)
+        return steps
+
+    # ------------------------------------------------------------ self-play hooks
+
+    def _groups(self, name: str, b: BehaviorState) -> List[ActingGroup]:
+        """How the behavior's ids act this step (`trainers.loop.self_play.ActingGroup`)."""
+        if self.self_play is not None and name in self.self_play:
+            return self.self_play.groups(name)
+        group = self._plain_groups.get(name)
+        if group is None or group.actor is not b.trainer.actor:
+            group = self._plain_groups[name] = ActingGroup(b.ids, b.trainer.actor, b.processor, True)
+        return [group]
+
+    def _make_self_play(self, status: TrainingStatus) -> Optional[SelfPlay]:
+        """Self-play for the behaviors with ``self_play``; a resumed behavior's state is
+        restored from beside the checkpoint it resumed from."""
+        behaviors, prefixes = [], {}
+        for name, b in self.behaviors.items():
+            trainer, settings = b.trainer, b.trainer.settings
+            if settings.self_play is None:
+                continue
+            ghost = getattr(trainer, "ghost", None)
+            if ghost is None:
+                raise ValueError(f"behaviors.{name}.self_play: its trainer has no ghost actor")
+            behaviors.append(SelfPlayBehavior(
+                name, settings.self_play, b.ids, trainer.actor, ghost, b.processor, trainer.spec,
+                settings.time_horizon, b.stats, settings.max_steps,
+            ))
+            if trainer.step > 0:
+                prefixes[name] = trainer.checkpoint_prefix(b.checkpoint_dir, trainer.step)
+        return SelfPlay(behaviors, self.env.seed or 0, status, prefixes) if behaviors else None

@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
 from trainers import __version__
@@ -123,6 +123,10 @@ class BehaviorStatus:
     """The checkpoint of the best evaluation so far (``evaluation:``; ``checkpoint-best``),
     its ``reward`` the evaluation's mean return and ``steps`` the step it was made at. None:
     no evaluation yet (or a status written before evaluations existed)."""
+    elo: Optional[float] = None
+    """Self-play (``self_play:``): the learning policy's ELO rating at the last checkpoint,
+    ML-Agents' ``elo`` (a run resumed without the checkpoint's self-play state starts from
+    it). None: no self-play."""
 
 
 @dataclass
@@ -132,6 +136,42 @@ class StatusMetadata:
     stats_format_version: str = STATS_FORMAT_VERSION
     trainer_learn_version: str = __version__
     tensorflow_version: str = ""
+
+
+@dataclass
+class CurriculumStatus:
+    """Where the run's curricula are (``environment_parameters:``), kept across --resume
+    (`trainers.loop.curriculum`): per parameter its lesson and smoothed measure, per
+    behavior the returns of its episodes since the last lesson change (at most the
+    largest ``min_lesson_length``)."""
+
+    lessons: Dict[str, int] = field(default_factory=dict)
+    smoothed: Dict[str, float] = field(default_factory=dict)
+    reward_buffers: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "parameters": {
+                name: {"lesson_num": lesson, "smoothed_value": _finite(self.smoothed.get(name, 0.0))}
+                for name, lesson in self.lessons.items()
+            },
+            "reward_buffers": {name: [_finite(r) for r in rewards] for name, rewards in self.reward_buffers.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CurriculumStatus":
+        out = cls()
+        for name, entry in data.get("parameters", {}).items():
+            out.lessons[str(name)] = int(entry["lesson_num"])
+            out.smoothed[str(name)] = float(entry.get("smoothed_value", 0.0))
+        out.reward_buffers = {
+            str(name): [float(r) for r in rewards] for name, rewards in data.get("reward_buffers", {}).items()
+        }
+        return out
+
+
+def _finite(value: float) -> float:
+    return float(value) if math.isfinite(value) else 0.0  # JSON has no NaN
 
 
 class TrainingStatus:
@@ -150,15 +190,24 @@ class TrainingStatus:
                                     "best_checkpoint": {"steps": ..., "file_path":
                                                         "CartPole/checkpoint-best", ...}}}}
 
+    With ``environment_parameters:`` a top-level ``"environment_parameters": {"parameters":
+    {"<name>": {"lesson_num": 1, "smoothed_value": 0.93}}, "reward_buffers": {"<behavior>":
+    [returns]}}`` (`CurriculumStatus`) keeps the lessons for --resume.
+
     ``behavior_spec`` (`spec_to_json`) and ``best_checkpoint`` (runs with ``evaluation:``;
     its ``reward`` is the best evaluation's mean return) are additions that ML-Agents'
     readers, which ignore unknown keys, and this format version's older files, which lack
-    them, both accept: no version bump. A file without them loads with neither.
+    them, both accept: no version bump. A file without them loads with neither. A
+    behavior with ``self_play:`` also has ``"elo"``, its rating at the last checkpoint
+    (ML-Agents' key; `trainers.loop.self_play` keeps the rest beside the checkpoint).
     """
 
     def __init__(self, tensorflow_version: str = "") -> None:
         self.metadata = StatusMetadata(tensorflow_version=tensorflow_version)
         self.behaviors: Dict[str, BehaviorStatus] = {}
+        # Curricula (``environment_parameters``): a top-level ``environment_parameters`` key,
+        # absent without them (ML-Agents keeps ``lesson_num`` per parameter too).
+        self.curriculum: Optional[CurriculumStatus] = None
 
     def behavior(self, name: str) -> BehaviorStatus:
         """The status of a behavior (created empty on first use)."""
@@ -228,6 +277,14 @@ class TrainingStatus:
         """The best evaluation's checkpoint; None before the first evaluation."""
         return self.behaviors[behavior].best_checkpoint if behavior in self.behaviors else None
 
+    def set_elo(self, behavior: str, elo: float) -> None:
+        """Records the self-play ELO rating (written with the next save)."""
+        self.behavior(behavior).elo = float(elo)
+
+    def get_elo(self, behavior: str) -> Optional[float]:
+        """The recorded self-play ELO rating; None if none."""
+        return self.behaviors[behavior].elo if behavior in self.behaviors else None
+
     def to_json(self) -> Dict[str, Any]:
         return {
             "metadata": {
@@ -255,9 +312,11 @@ class TrainingStatus:
                         if status.best_checkpoint is not None
                         else {}
                     ),
+                    **({"elo": status.elo} if status.elo is not None and math.isfinite(status.elo) else {}),
                 }
                 for name, status in self.behaviors.items()
             },
+            **({"environment_parameters": self.curriculum.to_json()} if self.curriculum is not None else {}),
         }
 
     def save(self, path: str) -> None:
@@ -307,6 +366,7 @@ class TrainingStatus:
                 final = entry.get("final_checkpoint")
                 spec = entry.get("behavior_spec")
                 best = entry.get("best_checkpoint")
+                elo = entry.get("elo")
                 status.behaviors[name] = BehaviorStatus(
                     step=int(entry.get("step", 0)),
                     elapsed_seconds=float(entry.get("elapsed_seconds", 0.0)),
@@ -317,7 +377,10 @@ class TrainingStatus:
                     final_checkpoint=CheckpointEntry.from_json(final) if final else None,
                     behavior_spec=spec_from_json(spec) if spec is not None else None,
                     best_checkpoint=CheckpointEntry.from_json(best) if best else None,
+                    elo=float(elo) if elo is not None else None,
                 )
+            if data.get("environment_parameters") is not None:
+                status.curriculum = CurriculumStatus.from_json(data["environment_parameters"])
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise CheckpointError(
                 f"{path}: not a valid training status ({type(error).__name__}: {error}); "

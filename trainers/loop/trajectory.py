@@ -202,3 +202,9 @@ class AgentProcessor:
     @property
     def agent_keys(self) -> List[Hashable]:
         return list(self._agents)
+
+    def end_episodes(self) -> None:
+        """Forgets every agent (its partial trajectory, unsent; its episode's return): the
+        next step starts each one afresh, as after an environment reset (ML-Agents'
+        ``AgentProcessor.end_episode``; self-play's team change)."""
+        self._agents.clear()

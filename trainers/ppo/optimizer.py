@@ -114,10 +114,11 @@ def build_recurrent_critic(
         return value_heads(encoding, signal_names), memory_out
 
 
-#: Costly ops (`trainers.tf.session._costly_op_count`) of the partnered LSTM update: about
-#: 21 per unrolled step (forward and backward) plus about 400 for the rest of the update
-#: (traced: 1,745 at sequence_length 64 with 2x128 encoders, 737 at 16 with 1x32).
-_PARTNERED_OPS_PER_STEP, _PARTNERED_OPS_REST = 21, 400
+#: Costly ops (`trainers.tf.session._costly_op_count`) of the partnered LSTM update: per
+#: unrolled step (forward and backward) and for the rest of the update. Packed sequences
+#: (resets): about 21 and 400 (traced: 1,745 at sequence_length 64 with 2x128 encoders,
+#: 699 at 16 with 1x32); padded (no resets): about 19 and 340 (1,539 and 637).
+_PARTNERED_OPS = {True: (21, 400), False: (19, 340)}
 
 
 def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) -> bool:
@@ -137,9 +138,10 @@ def critic_lstm_with_actor(settings: TrainerSettings, devices: Sequence[str]) ->
     if settings.updates_in_thread or (os.cpu_count() or 1) < 2 or any("gpu" in d.lower() for d in devices):
         return True
     memory = settings.network_settings.memory
-    assert memory is not None  # recurrent runs only
-    length = memory.sequence_length
-    return _PARTNERED_OPS_PER_STEP * length + _PARTNERED_OPS_REST <= FastCallable.POOL_UNTRIED_OPS
+    hp = settings.hyperparameters
+    assert memory is not None and isinstance(hp, PPOSettings)  # recurrent PPO runs only
+    per_step, rest = _PARTNERED_OPS[hp.pack_sequences]
+    return per_step * memory.sequence_length + rest <= FastCallable.POOL_UNTRIED_OPS
 
 
 class PPOOptimizer(OptimizerBase):
@@ -280,10 +282,11 @@ class PPOOptimizer(OptimizerBase):
             ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
             if self.policy.use_recurrent:
                 m = self.policy.memory_size
-                # Per row (packed sequences): the memories each step acted from, used at
-                # sequence starts and where ``reset`` marks a trajectory start.
+                # Per row: the memories each step acted from, used at sequence starts
+                # and, packed, where ``reset`` marks a trajectory start.
                 ph[MEMORY] = tf.placeholder(tf.float32, [None, m], MEMORY)
-                ph[RESET] = tf.placeholder(tf.float32, [None], RESET)
+                if self.hyperparameters.pack_sequences:
+                    ph[RESET] = tf.placeholder(tf.float32, [None], RESET)
                 if a.is_discrete:
                     ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
                 if not self.hyperparameters.shared_critic:
@@ -302,25 +305,34 @@ class PPOOptimizer(OptimizerBase):
         network = self.settings.network_settings
         obs = [shard[obs_key(i)] for i in range(len(spec.observation_specs))]
         mask = shard[MASKS]
+        memory, critic_memory = shard.get(MEMORY), shard.get(CRITIC_MEMORY)
+        if memory is not None and not self.hyperparameters.pack_sequences:
+            # Padded layout (trainers/buffer.py): no trajectory starts inside a sequence,
+            # so each sequence starts from its first row's memories and the unroll needs
+            # no resets (fewer ops).
+            length = policy.sequence_length
+            memory = memory[::length]
+            critic_memory = None if critic_memory is None else critic_memory[::length]
         partner = None
         if self.uses_critic_memory and critic_lstm_with_actor(self.settings, self.devices):
             # The critic's LSTM steps in the actor's LSTM ops (`LSTMPartner`): the same
             # variables and results as `build_recurrent_critic`, half the unrolled ops.
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 critic_encoding = build_body(obs, spec.observation_specs, network, policy.normalizers, "encoder")
-                assert network.memory is not None  # recurrent only
-                partner = LSTMPartner(critic_encoding, shard[CRITIC_MEMORY], network.memory.memory_size, "lstm")
+                assert network.memory is not None and critic_memory is not None  # recurrent only
+                partner = LSTMPartner(critic_encoding, critic_memory, network.memory.memory_size, "lstm")
         actor: ActorTensors = build_actor(
             obs, shard.get(ACTION_MASK), spec, network, policy.normalizers,
-            memory_in=shard.get(MEMORY), sequence_length=policy.sequence_length,
+            memory_in=memory, sequence_length=policy.sequence_length,
             prev_action=shard.get(PREV_ACTION), reset=shard.get(RESET), lstm_partner=partner,
         )
         if partner is not None:
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
                 values = value_heads(partner.output, list(self.signals))
         elif self.uses_critic_memory:  # its own unroll (`critic_lstm_with_actor`)
+            assert critic_memory is not None  # fed with the critic's own LSTM
             values, _ = build_recurrent_critic(
-                obs, spec, network, policy.normalizers, list(self.signals), shard[CRITIC_MEMORY],
+                obs, spec, network, policy.normalizers, list(self.signals), critic_memory,
                 policy.sequence_length, reset=shard.get(RESET),
             )
         else:

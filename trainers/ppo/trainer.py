@@ -12,7 +12,7 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae, normalized
+from trainers.buffer import AgentBuffer, get_gae, normalized, pad_trajectory_end
 from trainers.fields import (
     ADVANTAGE,
     ADVANTAGES,
@@ -142,10 +142,15 @@ class PPOTrainer(Trainer):
                 fields[PREV_ACTION] = traj.prev_action
             if critic_memory is not None:
                 fields[CRITIC_MEMORY] = critic_memory
-            # Packed, not padded (trainers/buffer.py): the update restarts the LSTMs from
-            # the stored memories here.
-            fields[RESET] = np.zeros(n, np.float32)
-            fields[RESET][0] = 1.0
+            if hp.pack_sequences:
+                # Packed (trainers/buffer.py): the update restarts the LSTMs from the
+                # stored memories here.
+                fields[RESET] = np.zeros(n, np.float32)
+                fields[RESET][0] = 1.0
+            else:
+                # ML-Agents' layout: the trajectory fills whole sequences, its last one
+                # padded (masks 0), and buffer_size counts the padding.
+                fields = pad_trajectory_end(fields, self.policy.sequence_length)
         self.buffer.add_fields(fields)
         self.add_signal_returns(traj, reward_sums)
 
@@ -167,13 +172,19 @@ class PPOTrainer(Trainer):
         Returns the update statistics averaged over every minibatch.
         """
         hp = self.hyperparameters
-        # Recurrent: the packed trajectories' last sequence is padded (masks 0) to whole
-        # sequences; buffer_size counted real rows (trainers/buffer.py).
+        # Recurrent, packed: the trajectories' last sequence is padded (masks 0) to whole
+        # sequences (trainers/buffer.py); padded, every sequence is whole already.
         self.buffer.pad_to_sequences(self.policy.sequence_length)
         if hp.advantage_normalization == "buffer":
-            # Normalised over the whole update buffer (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era),
-            # real rows only (LSTM padding rows have mask 0 and stay 0).
-            self.buffer[ADVANTAGES] = normalized(self.buffer[ADVANTAGES], self.buffer[MASKS] > 0, 1e-10)
+            # Normalised over the whole update buffer (docs/ML-AGENTS-FACTS.md#2-algorithm-facts-tf-era).
+            # Padded sequences: over every row, the padding's zeros included, as ML-Agents
+            # (`_update_policy`): with episodes shorter than a sequence this scales the real
+            # advantages up against the entropy bonus, and learns Memory in fewer steps
+            # (README, "Memory (LSTM)"). Packed: over the real rows (mask 1).
+            valid = self.buffer[MASKS] > 0
+            if self.policy.use_recurrent and not hp.pack_sequences:
+                valid = np.ones_like(valid)
+            self.buffer[ADVANTAGES] = normalized(self.buffer[ADVANTAGES], valid, 1e-10)
         per_minibatch = hp.advantage_normalization == "minibatch"
         keys = list(self.optimizer.placeholders)
         totals: Dict[str, float] = defaultdict(float)

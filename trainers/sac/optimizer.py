@@ -34,11 +34,30 @@ Three optimizer groups, each with its own Adam at ``learning_rate``: ``sac_polic
 reward signal with a network adds its group. All gradients are taken from the same
 pre-update weights and applied in one ``sess.run`` (`trainers.tf.towers.build_towers`:
 rows split over devices, row-weighted averaging), then the target update runs.
+
+**Recurrent SAC** (``network_settings.memory``; ML-Agents Release 22's semantics,
+``sac/optimizer_torch.py``). The minibatch is ``S`` whole sequences of ``L`` replayed rows
+(`trainers.sac.replay`: each trajectory left-padded, ``masks`` 0 on the padding, which
+leaves every LSTM's state unchanged). Every network has its own LSTM after its body
+(``memory_size``; the Q networks' body reads the action, as ML-Agents' ``NetworkBody``):
+
+* the actor unrolls from ``memory`` at each sequence's first row (the memory the acting
+  policy stepped from there; padding rows repeat the first real row's), with the previous
+  discrete actions when the policy reads them;
+* ``V`` unrolls from ``critic_memory`` at each sequence's first row: the critic's own
+  memory, carried per agent across its trajectories (`SACOptimizer.trajectory_values`);
+* ``Q1``, ``Q2`` unroll from zeros in every sequence (ML-Agents: Q memories are not kept
+  while acting);
+* ``V'`` reads the next observations, so it starts from the critic memory *after* the
+  sequence's first real step: one step of ``V``'s LSTM from ``critic_memory`` on that row
+  (ML-Agents' "evaluate one step in the critic to get next_value_memories"), held
+  constant.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, Hashable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -46,8 +65,11 @@ from envs.base_env import BehaviorSpec
 from trainers.fields import (
     ACTION_MASK,
     CONTINUOUS_ACTION,
+    CRITIC_MEMORY,
     DISCRETE_ACTION,
     MASKS,
+    MEMORY,
+    PREV_ACTION,
     REWARDS,
     SAC_NOISE,
     TERMINAL,
@@ -62,6 +84,7 @@ from trainers.config import NetworkSettings, SACSettings, TrainerSettings
 from trainers.tf import names, tf
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
+from trainers.tf.lstm import lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer
 from trainers.tf.session import AUTO_POOL, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
@@ -90,6 +113,41 @@ def target_entropies(spec: BehaviorSpec) -> Dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Sequences:
+    """How a recurrent critic network runs over its rows.
+
+    Attributes:
+        memory_in: ``[S, memory_size]`` the memory each sequence starts from (``[1,
+            memory_size]`` with ``whole_trajectory``).
+        sequence_length: ``L``: the rows are ``S`` sequences of ``L`` (static).
+        step_mask: ``[S * L]`` 0 on padding rows (the state is left unchanged), or None.
+        whole_trajectory: the rows are one trajectory of any length ``T``
+            (`trainers.tf.lstm.lstm_trajectory`); ``memory_out`` is then the memory after
+            every step ``[T, memory_size]``.
+    """
+
+    memory_in: tf.Tensor
+    sequence_length: int = 1
+    step_mask: Optional[tf.Tensor] = None
+    whole_trajectory: bool = False
+
+
+class StateNetwork(NamedTuple):
+    """One critic network's tensors.
+
+    Attributes:
+        heads: signal -> ``[B, outputs]``.
+        body: ``[B, hidden]`` the body's output (the LSTM's input when recurrent).
+        memory_out: ``[S, memory_size]`` the memory after each sequence (``[T, m]`` after
+            every step with ``whole_trajectory``); None without memory.
+    """
+
+    heads: Dict[str, tf.Tensor]
+    body: tf.Tensor
+    memory_out: Optional[tf.Tensor]
+
+
 def build_state_network(
     scope: str,
     obs: Sequence[tf.Tensor],
@@ -99,12 +157,55 @@ def build_state_network(
     signal_names: Sequence[str],
     outputs: int,
     action: Optional[tf.Tensor] = None,
-) -> Dict[str, tf.Tensor]:
+    sequences: Optional[Sequences] = None,
+) -> StateNetwork:
     """One critic network: encoder + body (``action`` ``[B, c]`` joined before the body),
-    one head per reward signal: name -> ``[B, outputs]``."""
+    with ``sequences`` its own LSTM (``lstm`` in ``scope``) after the body, then one head per
+    reward signal: name -> ``[B, outputs]``."""
     with tf.variable_scope(scope, reuse=tf.AUTO_REUSE):
-        encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder", extra=action)
-        return {s: dense(encoding, outputs, f"{s}_head", gain=1.0) for s in signal_names}
+        body = build_body(obs, spec.observation_specs, network, normalizers, "encoder", extra=action)
+        encoding, memory_out = body, None
+        if sequences is not None:
+            assert network.memory is not None, "a recurrent critic needs network_settings.memory"
+            size = network.memory.memory_size
+            if sequences.whole_trajectory:
+                encoding, memory_out = lstm_trajectory(body, sequences.memory_in, size, "lstm")
+            else:
+                encoding, memory_out = lstm_sequences(
+                    body, sequences.memory_in, sequences.sequence_length, size, "lstm", sequences.step_mask
+                )
+        heads = {s: dense(encoding, outputs, f"{s}_head", gain=1.0) for s in signal_names}
+        return StateNetwork(heads, body, memory_out)
+
+
+def sequence_starts(rows: tf.Tensor, sequence_length: int) -> tf.Tensor:
+    """``[S * L, k]`` per-row values -> ``[S, k]`` those of each sequence's first row."""
+    return tf.reshape(rows, [-1, sequence_length, int(rows.shape[-1])])[:, 0]
+
+
+def first_real_rows(mask: tf.Tensor, sequence_length: int) -> tf.Tensor:
+    """``[S * L]`` masks -> ``[S]`` int32: the row index of each sequence's first real row
+    (padding is only ever in front: the replay left-pads trajectories)."""
+    per_sequence = tf.reshape(mask, [-1, sequence_length])
+    # The number of leading padding rows: the running product of (1 - mask) stays 1 on them.
+    leading = tf.reduce_sum(tf.math.cumprod(1.0 - per_sequence, axis=1), axis=1)
+    offset = tf.minimum(tf.cast(leading, tf.int32), sequence_length - 1)
+    return tf.range(tf.shape(per_sequence)[0], dtype=tf.int32) * sequence_length + offset
+
+
+@dataclass(frozen=True)
+class TowerProbe:
+    """One tower's actor copy and value heads, kept for checks (`SACOptimizer.probes`).
+
+    Attributes:
+        actor: the actor on the tower's rows.
+        values: signal -> ``[B, 1]`` ``V(s)``.
+        target_values: signal -> ``[B, 1]`` ``V'(s')``.
+    """
+
+    actor: ActorTensors
+    values: Dict[str, tf.Tensor]
+    target_values: Dict[str, tf.Tensor]
 
 
 class SACOptimizer(OptimizerBase):
@@ -168,7 +269,12 @@ class SACOptimizer(OptimizerBase):
             self.signal_placeholders = self._wiring.placeholders
             self.groups = groups
             batch = {**self.placeholders, **self.signal_placeholders}
-            self.towers: TowerGraph = build_towers(self._build_tower, batch, groups, self.devices)
+            #: Per tower, its actor copy and value heads (`TowerProbe`; checks read them).
+            self.probes: List[TowerProbe] = []
+            # Recurrent: towers get whole sequences (a sequence never crosses towers).
+            self.towers: TowerGraph = build_towers(
+                self._build_tower, batch, groups, self.devices, sequence_length=policy.sequence_length
+            )
             post = self._wiring.post_apply_ops(self.towers)
             sac_applies = [self.towers.apply_ops[g] for g in SAC_GROUPS]
             # The target value network follows V after V's update, in the same run.
@@ -196,17 +302,32 @@ class SACOptimizer(OptimizerBase):
             self._stat_tensors = self._sac_stats + self._signal_stats
             self._update_op = tf.group(self.sac_op, *self._signal_ops)
             # Value estimates of trajectories (Policy/<Signal> Value Estimate): V on the
-            # inference placeholders.
+            # inference placeholders; recurrent: one trajectory unrolled from the agent's
+            # critic memory, with the memory after every step.
+            self.critic_memory_in: Optional[tf.Tensor] = None
+            self.critic_memory_out: Optional[tf.Tensor] = None
+            sequences = None
+            if policy.use_recurrent:
+                self.critic_memory_in = tf.placeholder(
+                    tf.float32, [1, policy.memory_size], name="sac_critic_memory_in"
+                )
+                sequences = Sequences(self.critic_memory_in, whole_trajectory=True)
             values = build_state_network(
-                VALUE_SCOPE, policy.obs, spec, settings.network_settings, policy.normalizers, list(self.signals), 1
+                VALUE_SCOPE, policy.obs, spec, settings.network_settings, policy.normalizers, list(self.signals), 1,
+                sequences=sequences,
             )
-            self.values = {s: tf.identity(v[:, 0], name=names.value_name(s)) for s, v in values.items()}
+            if values.memory_out is not None:
+                self.critic_memory_out = tf.identity(values.memory_out, name="sac_critic_memory_out")
+            self.values = {s: tf.identity(v[:, 0], name=names.value_name(s)) for s, v in values.heads.items()}
         self._feed_list: List[tf.Tensor] = (
             list(self.placeholders.values()) + list(self.signal_placeholders.values()) + [self.current_step]
         )
         self._sac_feed_list = list(self.placeholders.values()) + [self.current_step]
         self._fns: Dict[bool, FastCallable] = {}
         self._values_fn: Optional[FastCallable] = None
+        # Recurrent: each agent's critic memory between its trajectories (dropped when its
+        # episode ends); absent = zeros.
+        self.critic_memory_dict: Dict[Hashable, np.ndarray] = {}
 
     @staticmethod
     def _scope_variables(prefix: str) -> List[tf.Variable]:
@@ -233,6 +354,13 @@ class SACOptimizer(OptimizerBase):
                 ph[ACTION_MASK] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], ACTION_MASK)
             ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
             ph[TERMINAL] = tf.placeholder(tf.float32, [None], TERMINAL)
+            if self.policy.use_recurrent:
+                m = self.policy.memory_size
+                # Per row, as stored; the towers read each sequence's first row.
+                ph[MEMORY] = tf.placeholder(tf.float32, [None, m], MEMORY)
+                ph[CRITIC_MEMORY] = tf.placeholder(tf.float32, [None, m], CRITIC_MEMORY)
+                if self.policy.prev_action is not None:  # what the acting LSTM reads too
+                    ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
             for s in self.signals:
                 ph[signal_key(s, REWARDS)] = tf.placeholder(tf.float32, [None], signal_key(s, REWARDS))
             add_signal_field_placeholders(ph, self.signals, spec)
@@ -270,8 +398,18 @@ class SACOptimizer(OptimizerBase):
         obs = [shard[obs_key(i)] for i in range(n_obs)]
         next_obs = [shard[next_obs_key(i)] for i in range(n_obs)]
         mask = shard[MASKS]
+        length = policy.sequence_length
+        # Recurrent: how each network runs over the shard's S sequences (module docstring).
+        actor_memory = q_sequences = value_sequences = None
+        if policy.use_recurrent:
+            actor_memory = sequence_starts(shard[MEMORY], length)
+            zeros = tf.zeros(tf.stack([tf.shape(mask)[0] // length, policy.memory_size]))
+            q_sequences = Sequences(zeros, length, mask)
+            value_sequences = Sequences(sequence_starts(shard[CRITIC_MEMORY], length), length, mask)
         actor: ActorTensors = build_actor(
-            obs, shard.get(ACTION_MASK), spec, network, norms, squashed=True, noise=shard.get(SAC_NOISE)
+            obs, shard.get(ACTION_MASK), spec, network, norms, squashed=True, noise=shard.get(SAC_NOISE),
+            memory_in=actor_memory, sequence_length=length, step_mask=mask if actor_memory is not None else None,
+            prev_action=shard.get(PREV_ACTION),
         )
 
         # The policy's entropy term H(s) [B] (alpha held constant) and its raw log-probs.
@@ -313,7 +451,9 @@ class SACOptimizer(OptimizerBase):
         discrete_action = shard.get(DISCRETE_ACTION)
 
         def q_net(scope: str, action: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
-            return build_state_network(scope, obs, spec, network, norms, signal_names, self._q_outputs, action)
+            return build_state_network(
+                scope, obs, spec, network, norms, signal_names, self._q_outputs, action, q_sequences
+            ).heads
 
         if sampled is not None:
             data_action, pi_action = tf.tanh(shard[CONTINUOUS_ACTION]), tf.tanh(sampled)
@@ -322,8 +462,24 @@ class SACOptimizer(OptimizerBase):
         else:
             q1_data = q1_pi = q_net(Q1_SCOPE, None)
             q2_data = q2_pi = q_net(Q2_SCOPE, None)
-        values = build_state_network(VALUE_SCOPE, obs, spec, network, norms, signal_names, 1)
-        target_next = build_state_network(TARGET_SCOPE, next_obs, spec, network, norms, signal_names, 1)
+        value_net = build_state_network(VALUE_SCOPE, obs, spec, network, norms, signal_names, 1, None, value_sequences)
+        values = value_net.heads
+        target_sequences = None
+        if value_sequences is not None:
+            # V' reads s', so it starts from the critic memory after the first real step of
+            # each sequence: one step of V's LSTM there, held constant (ML-Agents).
+            assert network.memory is not None  # recurrent
+            with tf.variable_scope(VALUE_SCOPE, reuse=tf.AUTO_REUSE):
+                _, after_first = lstm_sequences(
+                    tf.gather(value_net.body, first_real_rows(mask, length)), value_sequences.memory_in, 1,
+                    network.memory.memory_size, "lstm",
+                )
+            target_sequences = Sequences(tf.stop_gradient(after_first), length, mask)
+        target_next = build_state_network(
+            TARGET_SCOPE, next_obs, spec, network, norms, signal_names, 1, None, target_sequences
+        ).heads
+        # No op added for it: TF1 seeds each random op from the count of ops before it.
+        self.probes.append(TowerProbe(actor, values, target_next))
 
         q1_losses, q2_losses, value_losses, policy_q = [], [], [], []
         for s in signal_names:
@@ -362,10 +518,45 @@ class SACOptimizer(OptimizerBase):
         self.policy.session.run(self.init_target_op)
 
     def evaluate_values(self, obs: Sequence[np.ndarray]) -> Dict[str, np.ndarray]:
-        """V estimates for ``obs[i]`` ``[T, *shape]``: signal -> ``[T]`` (one run)."""
+        """V estimates for ``obs[i]`` ``[T, *shape]``: signal -> ``[T]`` (one run;
+        feed-forward V only: a recurrent V needs its memory, `trajectory_values`)."""
+        if self.critic_memory_in is not None:
+            raise ValueError("a recurrent value network is evaluated per trajectory (trajectory_values)")
         if self._values_fn is None:
             self._values_fn = FastCallable(self.policy.session, [self.values[s] for s in self.signals], self.policy.obs)
         return dict(zip(self.signals, self._values_fn(*obs)))
+
+    def trajectory_values(
+        self, obs: Sequence[np.ndarray], agent: Hashable, done: bool
+    ) -> Tuple[Dict[str, np.ndarray], Optional[np.ndarray]]:
+        """V estimates for one trajectory of ``agent``, and (recurrent) the critic memory
+        each of its steps started from.
+
+        Args:
+            obs: ``obs[i]`` ``[T, *shape]``.
+            agent: the agent's key (whose critic memory to carry).
+            done: the agent's episode ended with this trajectory (its memory is dropped).
+        Returns:
+            (signal -> ``[T]``, ``[T, memory_size]`` or None without memory). Recurrent:
+            the trajectory unrolled in one run from the agent's critic memory (zeros at
+            its episode start); the memory after its last step is kept for its next one.
+        """
+        if self.critic_memory_in is None:
+            return self.evaluate_values(obs), None
+        if self._values_fn is None:
+            fetches = [self.values[s] for s in self.signals] + [self.critic_memory_out]
+            self._values_fn = FastCallable(self.policy.session, fetches, self.policy.obs + [self.critic_memory_in])
+        start = self.critic_memory_dict.get(agent)
+        if start is None:
+            start = np.zeros(self.policy.memory_size, np.float32)
+        out = self._values_fn(*obs, start[None])
+        after = out[-1]  # [T, m]: the memory after each step
+        if done:
+            self.critic_memory_dict.pop(agent, None)
+        else:
+            self.critic_memory_dict[agent] = after[-1]
+        memories = np.concatenate([start[None], after[:-1]], axis=0)
+        return dict(zip(self.signals, out[:-1])), memories
 
     def update(
         self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: Optional[FeedDict] = None,

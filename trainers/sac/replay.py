@@ -1,13 +1,14 @@
 """SAC's replay buffer: whole sequences in preallocated ring storage, bounded in memory.
 
 Plain numpy. The unit of storage is a *sequence* of ``L`` rows (``L = 1`` without memory;
-an LSTM's ``sequence_length`` later): a trajectory is left-padded to a multiple of ``L``
-(as `trainers.buffer.pad_front` does for PPO; padded rows have ``masks`` 0) and cut into
+the LSTM's ``sequence_length`` with it): a trajectory is left-padded to a multiple of ``L``
+(`trainers.buffer.pad_trajectory`, as ML-Agents' ``resequence_and_append``: padded rows
+have ``masks`` 0, zeros, ones in ``action_mask`` and the first real row's memories, so a
+sequence's first row holds the memory its first real step started from) and cut into
 sequences, each written into one slot of a ring of ``capacity // L`` slots, the oldest
-overwritten first. Sampling draws whole sequences, so a recurrent SAC can later feed each
-sequence's stored initial memories (a ``[slots, memory]`` field) without changing the
-storage. Every field is allocated once, at its first trajectory, for the whole capacity:
-memory is ``capacity x bytes_per_step`` and never grows.
+overwritten first. Sampling draws whole sequences, so recurrent SAC reads each sequence's
+initial memories from its first row. Every field is allocated once, at its first
+trajectory, for the whole capacity: memory is ``capacity x bytes_per_step`` and never grows.
 
 Saved with ``save`` (``np.savez`` into a temporary file, then ``os.replace``: a crash leaves
 the previous file whole) and restored with ``load``.
@@ -19,7 +20,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from trainers.buffer import pad_front
+from trainers.buffer import pad_front, pad_trajectory
 from trainers.exceptions import ConfigError
 from trainers.fields import MASKS
 
@@ -86,13 +87,12 @@ class ReplayBuffer:
         n = len(next(iter(fields.values())))
         masks = pad_front(np.ones(n, np.float32), L)
         num_seq = len(masks) // L
+        fields = pad_trajectory(fields, L)
         if num_seq > self.num_slots:  # longer than the whole buffer: keep its end
             skip = num_seq - self.num_slots
             masks = masks[skip * L :]
-            fields = {k: pad_front(np.asarray(v), L)[skip * L :] for k, v in fields.items()}
+            fields = {k: v[skip * L :] for k, v in fields.items()}
             num_seq = self.num_slots
-        else:
-            fields = {k: pad_front(np.asarray(v), L) for k, v in fields.items()}
         slots = (self._next + np.arange(num_seq)) % self.num_slots
         for key, value in fields.items():
             self._fields[key][slots] = value.reshape((num_seq, L) + value.shape[1:])

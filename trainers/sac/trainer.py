@@ -15,6 +15,14 @@ same run** as the SAC update (when ``reward_signal_steps_per_update`` is smaller
 ``save_replay_buffer: true`` writes the buffer next to the checkpoints
 (``<Behavior>/replay_buffer.npz``, atomically, with the step it belongs to) at every
 checkpoint; ``--resume`` restores it.
+
+Recurrent SAC (``network_settings.memory``, ML-Agents' semantics): each trajectory is stored
+with the actor memory every step acted from (``memory``), the critic memory every step
+started from (``critic_memory``, the value network's own LSTM carried per agent across its
+trajectories) and, with discrete actions, the previous actions; the replay left-pads it to
+whole sequences of ``sequence_length`` rows. An update samples ``max(1, batch_size //
+sequence_length)`` whole sequences (ML-Agents' count), whose first rows give the LSTMs'
+initial memories (`trainers.sac.optimizer`).
 """
 from __future__ import annotations
 
@@ -28,7 +36,17 @@ from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
 from trainers.exceptions import CheckpointError
 from trainers.layout import REPLAY_BUFFER_FILE
-from trainers.fields import REWARDS, SAC_NOISE, TERMINAL, next_obs_key, obs_key, signal_key
+from trainers.fields import (
+    CRITIC_MEMORY,
+    MEMORY,
+    PREV_ACTION,
+    REWARDS,
+    SAC_NOISE,
+    TERMINAL,
+    next_obs_key,
+    obs_key,
+    signal_key,
+)
 from trainers.optimizer import prepare_signal_feeds
 from trainers.sac.optimizer import SACOptimizer
 from trainers.sac.replay import ReplayBuffer
@@ -66,7 +84,6 @@ class SACTrainer(Trainer):
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
     ) -> None:
-        # Recurrent SAC is refused when the config loads (TrainerSettings, TRAINER_KINDS).
         super().__init__(behavior_name, spec, settings, stats, seed, devices, cpu_only)
         hp = settings.hyperparameters
         assert isinstance(hp, SACSettings)
@@ -81,7 +98,11 @@ class SACTrainer(Trainer):
             )
         self._finish_graph()
         self.optimizer.init_targets()
-        self.replay = ReplayBuffer(hp.buffer_size, 1, where=f"behaviors.{behavior_name}.hyperparameters.buffer_size")
+        self.replay = ReplayBuffer(
+            hp.buffer_size, self.policy.sequence_length, where=f"behaviors.{behavior_name}.hyperparameters.buffer_size"
+        )
+        # Sequences per update: ML-Agents' max(1, batch_size // sequence_length).
+        self.sequences_per_update = max(1, hp.batch_size // self.policy.sequence_length)
         self._learned_signals = [s for s in self.signals.values() if s.optimizer_group() is not None]
         self.update_steps = 1  # SAC updates so far + 1 (ML-Agents' counter)
         self.reward_signal_update_steps = 1
@@ -106,7 +127,15 @@ class SACTrainer(Trainer):
         if self.policy.normalize:
             self.policy.update_normalization(traj.obs)
         fields = self.trajectory_fields(traj)
-        values = self.optimizer.evaluate_values(traj.obs)
+        values, critic_memory = self.optimizer.trajectory_values(traj.obs, traj.agent, traj.done)
+        if self.policy.use_recurrent:
+            assert traj.memory is not None  # a recurrent policy's trajectories carry it
+            fields[MEMORY] = traj.memory
+            assert critic_memory is not None
+            fields[CRITIC_MEMORY] = critic_memory
+            if PREV_ACTION in self.optimizer.placeholders:
+                assert traj.prev_action is not None
+                fields[PREV_ACTION] = traj.prev_action
         reward_sums: Dict[str, float] = {}
         for name, signal in self.signals.items():
             reward_sums[name] = float(signal.evaluate(fields, self.has_updated).sum())
@@ -139,11 +168,12 @@ class SACTrainer(Trainer):
         rs_steps = hp.resolved_reward_signal_steps_per_update
         totals: Dict[str, float] = defaultdict(float)
         counts: Dict[str, int] = defaultdict(int)
+        rows = self.sequences_per_update * self.policy.sequence_length
         while self._due(self.update_steps, hp.steps_per_update):
-            batch = self.replay.sample(hp.batch_size, self.rng)
+            batch = self.replay.sample(self.sequences_per_update, self.rng)
             if self.spec.action_spec.is_continuous:
                 batch[SAC_NOISE] = self.rng.standard_normal(
-                    (hp.batch_size, self.spec.action_spec.continuous_size), dtype=np.float32
+                    (rows, self.spec.action_spec.continuous_size), dtype=np.float32
                 )
             for name, signal in self.signals.items():
                 batch[signal_key(name, REWARDS)] = signal.evaluate(batch, self.has_updated)
@@ -151,7 +181,7 @@ class SACTrainer(Trainer):
                 self.reward_signal_update_steps, rs_steps
             )
             if with_signals:
-                feed = prepare_signal_feeds(list(self.signals.values()), batch, hp.batch_size)
+                feed = prepare_signal_feeds(list(self.signals.values()), batch, rows)
                 if self.bc is not None:
                     out = self.optimizer.update(
                         batch, self.step, feed, True, [self.bc.train_op], [self.bc.loss],

@@ -22,6 +22,8 @@ REWARD_TAG = "Environment/Cumulative Reward"
 """The stat the console line reports."""
 IS_TRAINING_TAG = "Is Training"
 """1.0 while the behavior trains, 0.0 when it has stopped (or runs inference)."""
+ELO_TAG = "Self-play/ELO"
+"""Self-play's rating (`trainers.loop.self_play`), printed after the reward as ML-Agents does."""
 
 
 def _format_number(value: float) -> str:
@@ -36,7 +38,7 @@ class ConsoleWriter(StatsWriter):
     ``[INFO] CartPole. Step: 20000. Time Elapsed: 41.2 s. Mean Reward: 187.3. Std of Reward:
     21.0. Training.`` (one line), or ``No episode was completed since last summary.`` in
     place of the reward when no episode ended. ``Not Training.`` when the "Is Training"
-    stat is 0 or absent.
+    stat is 0 or absent. Self-play adds `` ELO: 1311.553.`` after a reward.
     """
 
     def __init__(
@@ -68,6 +70,9 @@ class ConsoleWriter(StatsWriter):
         training = values.get(IS_TRAINING_TAG)
         is_training = training is not None and training.num > 0 and training.aggregated_value > 0
         parts.append("Training." if is_training else "Not Training.")
+        elo = values.get(ELO_TAG)
+        if elo is not None and elo.num > 0 and reward is not None and reward.num > 0:
+            parts.append(f"ELO: {_format_number(elo.mean)}.")
         stream = self._stream if self._stream is not None else sys.stdout
         stream.write(" ".join(parts) + "\n")
         stream.flush()

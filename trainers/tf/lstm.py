@@ -23,7 +23,7 @@ Three ways to run the same weights:
   returning every intermediate memory: the critic's value estimates of a trajectory and
   the critic memory at each step in one run.
 
-The cell (forget-gate bias initialised to 1)::
+The cell (initialised as ML-Agents': `_weights`)::
 
     i, f, g, o = split(x W_x + h W_h + b)
     c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
@@ -39,13 +39,24 @@ from trainers.tf import tf
 
 
 def _weights(in_size: int, units: int, name: str) -> Tuple[tf.Variable, tf.Variable, tf.Variable]:
+    """``W_x`` ``[in, 4u]``, ``W_h`` ``[u, 4u]`` and ``b`` ``[4u]``, initialised as ML-Agents'
+    LSTM (Release 22's ``lstm_layer``, a ``torch.nn.LSTM``): every gate's block of each
+    kernel Xavier-uniform on its own (``[in, u]``: limit ``sqrt(6 / (in + u))``; ``[u,
+    u]``: ``sqrt(6 / 2u)``), biases 0 except the forget gate's, 2 (ML-Agents adds its
+    ``forget_bias`` 1 to each of torch's two biases). Why: on Memory with ML-Agents'
+    recurrent test settings this learns in ~25% fewer steps than the Glorot-over-all-gates
+    ``W_x``, orthogonal ``W_h`` and forget bias 1 used before (README, "Memory (LSTM)")."""
     with tf.variable_scope(name):
-        kernel_x = tf.get_variable(
-            "kernel_x", [in_size, 4 * units], tf.float32, tf.glorot_uniform_initializer()
-        )
-        kernel_h = tf.get_variable("kernel_h", [units, 4 * units], tf.float32, tf.orthogonal_initializer())
+
+        def per_gate_block(rows: int) -> Callable[..., tf.Tensor]:
+            # The four blocks have the same shape, so one uniform range covers them all.
+            limit = float(np.sqrt(6.0 / (rows + units)))
+            return tf.random_uniform_initializer(-limit, limit)
+
+        kernel_x = tf.get_variable("kernel_x", [in_size, 4 * units], tf.float32, per_gate_block(in_size))
+        kernel_h = tf.get_variable("kernel_h", [units, 4 * units], tf.float32, per_gate_block(units))
         bias_init = np.zeros(4 * units, np.float32)
-        bias_init[units : 2 * units] = 1.0  # forget gate: remember by default
+        bias_init[units : 2 * units] = 2.0  # forget gate: remember by default
         bias = tf.get_variable("bias", [4 * units], tf.float32, tf.constant_initializer(bias_init))
     return kernel_x, kernel_h, bias
 

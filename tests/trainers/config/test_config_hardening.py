@@ -90,11 +90,10 @@ GAMMA_IGNORED = (
 
 def test_stray_gamma_of_release_1_sac_config_gives_one_warning_with_file_line_and_key(tmp_path):
     shipped = fixture("mlagents_release_1_sac_gamma.yaml")
-    # As shipped, its sections are recurrent SAC, which is refused when the file loads
-    # (TRAINER_KINDS); the gamma warnings are checked on the same file, line for line,
-    # with use_recurrent off.
-    with pytest.raises(ConfigError, match=r"Hallway.network_settings.memory: recurrent SAC \(LSTM\) is not supported"):
-        load(shipped)
+    # As shipped, its sections are recurrent SAC (use_recurrent: true), which loads; the
+    # gamma warnings are checked on the same file, line for line, with use_recurrent off.
+    options, warnings = load(shipped)
+    assert len(warnings) == 2 and options.behaviors["Hallway"].network_settings.memory == MemorySettings(128, 32)
     path = str(tmp_path / "mlagents_release_1_sac_gamma.yaml")
     with open(shipped) as f, open(path, "w") as out:
         out.write(f.read().replace("use_recurrent: true", "use_recurrent: false"))
@@ -294,7 +293,7 @@ def test_every_size_ml_agents_ships_and_every_limit_itself_loads(tmp_path):
         tmp_path,
         f"behaviors:\n  A:\n    trainer_type: sac\n    hyperparameters: {{buffer_size: {MAX_BUFFER_SIZE}}}\n"
         f"    network_settings: {{hidden_units: {MAX_HIDDEN_UNITS}, num_layers: 4}}\n"
-        # Recurrent SAC is refused at load: the memory limits are PPO's.
+        # The memory limits, on a (PPO) behavior of their own.
         f"  R:\n    network_settings: {{memory: "
         f"{{memory_size: {MAX_MEMORY_SIZE}, sequence_length: {MAX_SEQUENCE_LENGTH}}}}}\n"
         f"  B:\n    network_settings: {{hidden_units: 32, num_layers: {MAX_NUM_LAYERS}}}\n",

@@ -13,6 +13,7 @@ from trainers.config import (
     TRAINER_KINDS,
     TRAINER_TYPES,
     EngineSettings,
+    MemorySettings,
     PPOSettings,
     SACSettings,
     TrainerSettings,
@@ -45,14 +46,14 @@ def test_every_trainer_type_has_one_row_and_the_tables_agree():
     assert TrainerSettings(trainer_type="sac").kind is TRAINER_KINDS["sac"]
 
 
-def test_recurrent_sac_is_refused_at_load_with_the_yaml_path(tmp_path):
-    path = _write(
-        tmp_path,
-        "default_settings:\n  trainer_type: sac\n  network_settings:\n    memory: {memory_size: 16}\n",
-    )
+def test_recurrent_sac_loads_and_its_buffer_must_hold_a_sequence(tmp_path):
+    sac = "default_settings:\n  trainer_type: sac\n  network_settings:\n    memory: {memory_size: 16}\n"
+    path = _write(tmp_path, sac)
+    assert load_settings(path).default_settings.network_settings.memory == MemorySettings(16, 64)
+    path = _write(tmp_path, sac + "  hyperparameters: {batch_size: 32, buffer_size: 32}\n")
     assert _error(path) == (
-        f"{path}: default_settings.network_settings.memory: recurrent SAC (LSTM) is not supported "
-        "yet; remove the memory section or use trainer_type: ppo"
+        f"{path}: default_settings.hyperparameters.buffer_size: must hold at least one sequence "
+        "(network_settings.memory.sequence_length 64), got 32"
     )
     # Recurrent PPO loads.
     path = _write(tmp_path, "behaviors:\n  A:\n    network_settings:\n      memory: {memory_size: 16}\n")

@@ -504,7 +504,7 @@ Walker:
             "behaviors.A.hyperparameters.tau: is a sac hyperparameter, but the trainer type is ppo",
         ),
         ("behaviors: {A: {trainer: sac}}", "behaviors.A.trainer: unknown key; did you mean trainer_type?"),
-        ("behaviors: {A: {self_play: {}}}", "behaviors.A.self_play: not supported"),
+        ("behaviors: {A: {self_play: {window: 0}}}", "behaviors.A.self_play.window: expected an integer >= 1, got 0"),
         (
             "behaviors: {A: {batch_size: 64}}",
             "behaviors.A.batch_size: unknown key; did you mean hyperparameters.batch_size?",
