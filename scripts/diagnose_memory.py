@@ -153,6 +153,11 @@ def main() -> None:
         with open(args.config) as f:
             config = yaml.safe_load(f)
         behavior = _behavior(config)
+        folder = os.path.dirname(os.path.abspath(args.config))
+        sections = [behavior.get("behavioral_cloning")] + list((behavior.get("reward_signals") or {}).values())
+        for section in sections:  # demos relative to the config's folder, as the loader reads them
+            if isinstance(section, dict) and section.get("demo_path") and not os.path.isabs(section["demo_path"]):
+                section["demo_path"] = os.path.normpath(os.path.join(folder, section["demo_path"]))
         if args.actions:
             config.setdefault("env_settings", {})["env_args"] = dict(ACTIONS[args.actions])
         if args.steps:

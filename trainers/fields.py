@@ -20,7 +20,8 @@ Plain strings, no TensorFlow. Each is a ``[T, ...]`` column, ``T`` rows of one t
 * `MASKS` ``[T]`` float32: 1 for real steps, 0 for LSTM padding;
 * recurrent policies: `MEMORY` ``[T, m]``, the actor memory each step acted from,
   `CRITIC_MEMORY` ``[T, m]`` the separate critic's, `PREV_ACTION` ``[T, b]`` (discrete),
-  `RESET` ``[T]`` float32: 1 on a trajectory's first step;
+  `RESET` ``[T]`` float32: 1 on a trajectory's first step (PPO's packed sequences only,
+  ``pack_sequences: true``);
 * `SAC_NOISE` ``[B, c]``: not stored, drawn per SAC minibatch (the reparameterised
   sample's noise, fed so that N towers match one).
 

@@ -652,10 +652,11 @@ def test_recurrent_policies_with_other_signals_and_actions_learn(run_cli, tmp_pa
         text = open(config_path("Simple_hybrid.yaml")).read().replace("      num_layers: 1\n", LSTM, 1)
         config = str(tmp_path / "hybrid.yaml")
         open(config, "w").write(text)
-        # LSTM + hybrid on Simple is seed-sensitive at 6000 steps: seeds 1, 3, 5, 6 and 7 of
-        # 1-8 end above 0.9 (1.0-1.02); seeds 2 and 4 settle at -0.05 (one coordinate goes
-        # each way whatever the goal, a local optimum), seed 8 at 0.44. Seed 7 stays above
-        # 0.9 (last-5 mean) from step 2507; what this test shows is that it can learn.
+        # LSTM + hybrid on Simple is seed-sensitive at 6000 steps: seeds 1, 2, 5, 6, 7 and 8
+        # of 1-8 end above 0.9 (1.02; scripts/diagnose_memory.py --config with this file);
+        # seed 4 settles at -0.04 (one coordinate goes each way whatever the goal, a local
+        # optimum), seed 3 at 0.37. Seed 7 stays above 0.9 (last-5 mean) from step 2595;
+        # what this test shows is that it can learn.
         args, behavior = ["--seed=7"], "Simple"
     code, out, err = run_cli(config, f"--run-id={case}", *args)
     assert code == 0, err
