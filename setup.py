@@ -26,6 +26,10 @@ setup(
     extras_require={
         "export": ["tf2onnx>=1.16", "onnxruntime>=1.17"],
         "test": ["pytest>=7", "pytest-timeout>=2", "mypy>=1.10"],
+        # Rollout workers on a Ray cluster (env_settings.ray); plain ray: no dashboard, no extras.
+        "ray": ["ray>=2"],
+        # LunarLander for scripts/benchmark_suite.py (Box2D wheels, no swig build here).
+        "box2d": ["gymnasium[box2d]>=1.0"],
     },
     entry_points={
         "console_scripts": [

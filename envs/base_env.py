@@ -25,10 +25,14 @@ import numpy as np
 
 
 class ObservationKind(str, enum.Enum):
-    """Vector observations are flat ``[size]``; visual ones are images ``[H, W, C]``."""
+    """Vector observations are flat ``[size]``; visual ones are images ``[H, W, C]``;
+    entity observations (Unity's BufferSensor, ML-Agents' variable-length observations:
+    dimension properties ``(VARIABLE_SIZE, NONE)``) are ``[max_entities, entity_size]``,
+    one row per entity, absent entities all-zero rows."""
 
     VECTOR = "vector"
     VISUAL = "visual"
+    ENTITIES = "entities"
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,10 @@ class ObservationSpec:
     """One observation of a behavior.
 
     Attributes:
-        shape: per-agent shape, ``(size,)`` for vector, ``(H, W, C)`` for visual.
+        shape: per-agent shape, ``(size,)`` for vector, ``(H, W, C)`` for visual,
+            ``(max_entities, entity_size)`` for entities.
         name: a human-readable name (sensor name in Unity).
-        kind: vector or visual.
+        kind: vector, visual or entities.
     """
 
     shape: Tuple[int, ...]
@@ -97,6 +102,10 @@ class ObservationSpec:
             raise ValueError(f"visual observation {self.name!r} needs shape (H, W, C), got {self.shape}")
         if self.kind == ObservationKind.VECTOR and len(self.shape) != 1:
             raise ValueError(f"vector observation {self.name!r} needs shape (size,), got {self.shape}")
+        if self.kind == ObservationKind.ENTITIES and (len(self.shape) != 2 or min(self.shape) < 1):
+            raise ValueError(
+                f"entity observation {self.name!r} needs shape (max_entities, entity_size), got {self.shape}"
+            )
 
 
 @dataclass(frozen=True)
@@ -188,6 +197,19 @@ class ActionTuple:
         return max(self.continuous.shape[0], self.discrete.shape[0])
 
 
+def _group_fields(
+    n: int, group_id: Optional[np.ndarray], group_reward: Optional[np.ndarray]
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Steps' ``group_id`` ``[n]`` int32 and ``group_reward`` ``[n]`` float32: None gives
+    zeros (no group: built-in and Gymnasium envs), anything else is taken as those dtypes
+    (no copy when it already is one)."""
+    gid = np.zeros(n, np.int32) if group_id is None else np.asarray(group_id, np.int32)
+    grew = np.zeros(n, np.float32) if group_reward is None else np.asarray(group_reward, np.float32)
+    if gid.shape != (n,) or grew.shape != (n,):
+        raise ValueError(f"group_id {gid.shape} and group_reward {grew.shape} must be [{n}], one per agent")
+    return gid, grew
+
+
 @dataclass
 class DecisionSteps:
     """Agents of one behavior that need an action now.
@@ -198,12 +220,22 @@ class DecisionSteps:
         agent_id: ``[n_agents]`` int32.
         action_mask: ``None`` or one ``[n_agents, branch_size]`` bool array per discrete
             branch; ``True`` = action unavailable.
+        group_id: ``[n_agents]`` int32, the agent's multi-agent group (Unity's
+            ``SimpleMultiAgentGroup``); 0 = in no group, as ML-Agents. None (the default)
+            becomes zeros.
+        group_reward: ``[n_agents]`` float32, the reward of the agent's group since the last
+            decision (every member receives the same); None (the default) becomes zeros.
     """
 
     obs: List[np.ndarray]
     reward: np.ndarray
     agent_id: np.ndarray
     action_mask: Optional[List[np.ndarray]] = None
+    group_id: np.ndarray = None  # type: ignore[assignment]  # None -> zeros in __post_init__
+    group_reward: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.group_id, self.group_reward = _group_fields(len(self), self.group_id, self.group_reward)
 
     def __len__(self) -> int:
         return int(self.agent_id.shape[0])
@@ -228,12 +260,21 @@ class TerminalSteps:
         interrupted: ``[n_agents]`` bool; True when a time limit ended the episode (the
             state is not terminal, so value targets bootstrap).
         agent_id: ``[n_agents]`` int32.
+        group_id: ``[n_agents]`` int32, the agent's group (0 = none); None becomes zeros.
+        group_reward: ``[n_agents]`` float32, the group's reward since the agent's last
+            decision (a group that ends its episode gives its last reward here, to every
+            member); None becomes zeros.
     """
 
     obs: List[np.ndarray]
     reward: np.ndarray
     interrupted: np.ndarray
     agent_id: np.ndarray
+    group_id: np.ndarray = None  # type: ignore[assignment]  # None -> zeros in __post_init__
+    group_reward: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.group_id, self.group_reward = _group_fields(len(self), self.group_id, self.group_reward)
 
     def __len__(self) -> int:
         return int(self.agent_id.shape[0])

@@ -18,6 +18,8 @@ import numpy as np
 
 from envs.base_env import BaseEnv
 from envs.builtin import Chain, CrashEnv, LookAlike, Memory, Paddles, Simple
+from envs.builtin.rendezvous import Rendezvous
+from envs.builtin.sorter import Sorter
 from envs.exceptions import EnvError
 
 BUILTIN_PREFIX = "builtin:"
@@ -31,6 +33,8 @@ BUILTIN_ENVS: Dict[str, Type[BaseEnv]] = {
     "Chain": Chain,
     "LookAlike": LookAlike,
     "Paddles": Paddles,
+    "Rendezvous": Rendezvous,
+    "Sorter": Sorter,
 }
 
 #: Built-in envs for tests only: accepted by `make_env`, never listed.

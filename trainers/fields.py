@@ -22,6 +22,12 @@ Plain strings, no TensorFlow. Each is a ``[T, ...]`` column, ``T`` rows of one t
   `CRITIC_MEMORY` ``[T, m]`` the separate critic's, `PREV_ACTION` ``[T, b]`` (discrete),
   `RESET` ``[T]`` float32: 1 on a trajectory's first step (PPO's packed sequences only,
   ``pack_sequences: true``);
+* MA-POCA's groups (trainers/poca/; ``G`` groupmate slots, the buffer's widest group):
+  ``group_obs_<i>`` (`group_obs_key`) ``[T, G, *shape_i]`` each mate's observation,
+  `GROUP_CONTINUOUS_ACTION` ``[T, G, c]``, `GROUP_DISCRETE_ACTION` ``[T, G, b]`` its
+  action, `GROUP_PRESENT` ``[T, G]`` float32 (1 = a mate in that slot, 0 = padding),
+  `GROUP_REWARD` ``[T]`` the group's reward, `MATE_REWARDS` ``[T]`` the mates' own rewards
+  summed; per signal ``<s>_baseline_estimates`` (`signal_key` with `BASELINE_ESTIMATES`);
 * `SAC_NOISE` ``[B, c]``: not stored, drawn per SAC minibatch (the reparameterised
   sample's noise, fed so that N towers match one).
 
@@ -56,12 +62,21 @@ CRITIC_MEMORY = "critic_memory"
 PREV_ACTION = "prev_action"
 RESET = "reset"
 SAC_NOISE = "sac_noise"
+#: Prefix of MA-POCA's groupmate observation fields ``group_obs_<i>``.
+GROUP_OBS = "group_obs"
+GROUP_CONTINUOUS_ACTION = "group_continuous_action"
+GROUP_DISCRETE_ACTION = "group_discrete_action"
+GROUP_PRESENT = "group_present"
+GROUP_REWARD = "group_reward"
+MATE_REWARDS = "mate_rewards"
 
 # The per-signal kinds of `signal_key`.
 REWARDS = "rewards"
 VALUE_ESTIMATES = "value_estimates"
 RETURNS = "returns"
 ADVANTAGE = "advantage"
+#: MA-POCA's counterfactual baseline per signal.
+BASELINE_ESTIMATES = "baseline_estimates"
 
 
 def obs_key(index: int) -> str:
@@ -72,6 +87,11 @@ def obs_key(index: int) -> str:
 def next_obs_key(index: int) -> str:
     """``next_obs_<index>``: the ``index``-th observation after each step, ``[T, *shape]``."""
     return f"{NEXT_OBS}_{index}"
+
+
+def group_obs_key(index: int) -> str:
+    """``group_obs_<index>``: the groupmates' ``index``-th observations, ``[T, G, *shape]``."""
+    return f"{GROUP_OBS}_{index}"
 
 
 def is_obs_key(key: str) -> bool:

@@ -10,6 +10,10 @@ are by default ML-Agents Release 22's ``SimpleEnvironment`` and ``MemoryEnvironm
   configs train end to end on it) and a simple sign-matching task.
 * `Paddles`: a two-team adversarial paddle game (``Name?team=0`` vs ``?team=1``, +1 / -1 /
   0 results), for self-play.
+* `Rendezvous` (`envs.builtin.rendezvous`): groups of agents that must all reach a meeting
+  point, members leaving as they arrive; a group reward only (multi-agent groups, POCA).
+* `Sorter` (`envs.builtin.sorter`): visit a variable number of numbered tiles in ascending
+  order; the tiles are an entity observation (variable-length, attention).
 
 Every env draws from one seeded ``np.random.Generator`` and has
 ``expert_action(behavior_name, decision_steps)`` (scripted optimal actions, for demos) and

@@ -7,8 +7,11 @@ such a config loads and trains end to end without the game: it proves the config
 settings build, act and update on those spaces (tests write the spaces from ML-Agents'
 ``Learning-Environment-Examples.md``). It does not mimic the game's dynamics.
 
-Each behavior is declared as ``{vector: [sizes], visual: [[H, W, C], ...], continuous: n,
-discrete: [branch sizes]}`` (all optional; at least one observation and one action).
+Each behavior is declared as ``{vector: [sizes], visual: [[H, W, C], ...], entities:
+[[max_entities, entity_size], ...], continuous: n, discrete: [branch sizes]}`` (all
+optional; at least one observation and one action). Entity observations (a BufferSensor's)
+hold 1 to ``max_entities`` present entities each step (drawn uniformly), each with ``s``
+first and N(0, 0.1) noise after, in the first rows; the other rows are zeros.
 Every episode of an agent lasts ``episode_length`` steps and has a hidden sign
 ``s`` (-1 or +1, drawn from the env's seeded generator). The first entry of the first
 vector observation is ``s`` (every pixel of an image is ``(s + 1) / 2`` without vector
@@ -20,10 +23,19 @@ episode_length`` when it agrees and ``-1 / episode_length`` when not, so returns
 with ``interrupted=False`` (the task's end, as a game's win or loss). The sign of the last
 step's reward is the game's result (win / loss) where teams play. Environment parameters
 named in ``parameters`` are accepted and change nothing (a config's curriculum runs).
+
+Groups (``group_size``, for ML-Agents' multi-agent games and the POCA trainer): consecutive
+agents of a behavior, ``group_size`` at a time, form a group (ids 1, 2, ... across the
+behaviors in order, as Unity numbers its ``SimpleMultiAgentGroup`` objects; 0 = no group),
+and each step's ``group_reward`` is the mean of its members' rewards of that step (a group
+that agrees all episode long gets a group return of 1). All agents start and end their
+episodes together, so a group's episode is its members'. ``group_size`` is one size for
+every behavior, or behavior id -> size (a behavior left out, or 0: no groups).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -40,7 +52,7 @@ from envs.base_env import (
 from envs.builtin._base import BehaviorState, BuiltinEnv, check_int, check_step_size, values_per_agent
 from envs.exceptions import EnvError
 
-_KEYS = ("vector", "visual", "continuous", "discrete")
+_KEYS = ("vector", "visual", "entities", "continuous", "discrete")
 NOISE_STD = 0.1
 
 
@@ -69,14 +81,24 @@ def behavior_spec(env: str, name: str, declared: Any) -> BehaviorSpec:
         if len(dims) != 3:
             raise EnvError(f"{env}: env_args.{where}.visual[{i}] must be [H, W, C], got {shape!r}")
         visual.append(tuple(dims))
+    entities_raw = declared.get("entities", [])
+    if isinstance(entities_raw, (str, bytes)) or not isinstance(entities_raw, Sequence):
+        raise EnvError(f"{env}: env_args.{where}.entities must be a list of [max_entities, entity_size] shapes, got {entities_raw!r}")
+    entities = []
+    for i, shape in enumerate(entities_raw):
+        dims = _int_list(env, f"{where}.entities[{i}]", shape, 1)
+        if len(dims) != 2:
+            raise EnvError(f"{env}: env_args.{where}.entities[{i}] must be [max_entities, entity_size], got {shape!r}")
+        entities.append(tuple(dims))
     continuous = check_int(env, f"{where}.continuous", declared.get("continuous", 0), 0)
     discrete = _int_list(env, f"{where}.discrete", declared.get("discrete", []), 2)
-    if not vector and not visual:
-        raise EnvError(f"{env}: env_args.{where} needs an observation (vector or visual)")
+    if not vector and not visual and not entities:
+        raise EnvError(f"{env}: env_args.{where} needs an observation (vector, visual or entities)")
     if not continuous and not discrete:
         raise EnvError(f"{env}: env_args.{where} needs an action (continuous or discrete)")
     observations = [ObservationSpec((n,), f"vector_{i}") for i, n in enumerate(vector)]
     observations += [ObservationSpec(s, f"camera_{i}", ObservationKind.VISUAL) for i, s in enumerate(visual)]
+    observations += [ObservationSpec(s, f"buffer_{i}", ObservationKind.ENTITIES) for i, s in enumerate(entities)]
     return BehaviorSpec(tuple(observations), ActionSpec(continuous, tuple(discrete)))
 
 
@@ -125,6 +147,15 @@ class _SignTask(BuiltinEnv):
                     values[:, 0] = state.sign
                     shown = True
                 out.append(values)
+            elif o.kind == ObservationKind.ENTITIES:
+                # 1 to max_entities present (the first rows, as a BufferSensor fills them),
+                # each with the sign first; the rest zero rows (absent).
+                max_entities = o.shape[0]
+                values = self._rng.normal(0.0, NOISE_STD, (state.n,) + o.shape).astype(np.float32)
+                values[:, :, 0] = state.sign[:, None]
+                count = self._rng.integers(1, max_entities + 1, state.n)
+                present = np.arange(max_entities)[None, :] < count[:, None]
+                out.append(values * present[:, :, None])
             else:
                 fill = (state.sign + 1.0) / 2.0 if not any(
                     s.kind == ObservationKind.VECTOR for s in self._spec.observation_specs
@@ -150,6 +181,33 @@ class _SignTask(BuiltinEnv):
         self._ids[0] += k
 
 
+def _group_ids(
+    env: str, specs: Mapping[str, BehaviorSpec], num_agents: int, group_size: Union[int, Mapping[str, int]]
+) -> Dict[str, np.ndarray]:
+    """Behavior id -> ``[num_agents]`` int32 group ids (1, 2, ... over the behaviors in
+    order) for the behaviors with groups; an `EnvError` naming the key otherwise."""
+    if isinstance(group_size, Mapping):
+        unknown = [str(k) for k in group_size if str(k) not in specs]
+        if unknown:
+            raise EnvError(f"{env}: env_args.group_size names {unknown[0]!r}, not a behavior ({', '.join(specs)})")
+        sizes = {name: check_int(env, f"group_size.{name}", group_size.get(name, 0), 0) for name in specs}
+    else:
+        size = check_int(env, "group_size", group_size, 0)
+        sizes = {name: size for name in specs}
+    out: Dict[str, np.ndarray] = {}
+    first = 1
+    for name, size in sizes.items():
+        if not size:
+            continue
+        if num_agents % size:
+            raise EnvError(
+                f"{env}: env_args.num_agents={num_agents} is not a multiple of the group size {size} of {name}"
+            )
+        out[name] = (first + np.arange(num_agents, dtype=np.int32) // size).astype(np.int32)
+        first += num_agents // size
+    return out
+
+
 class LookAlike(BaseEnv):
     """Behaviors with a Unity game's names and spaces, and a simple task (configs' tests).
 
@@ -162,6 +220,7 @@ class LookAlike(BaseEnv):
         num_agents: int = 1,
         episode_length: int = 20,
         parameters: Sequence[str] = (),
+        group_size: Union[int, Mapping[str, int]] = 0,
         seed: int = 0,
     ) -> None:
         """
@@ -173,6 +232,8 @@ class LookAlike(BaseEnv):
             episode_length: steps of every episode (>= 1).
             parameters: the environment parameters it accepts (a game's names, e.g.
                 3DBall's ``mass``); their values change nothing here.
+            group_size: agents per group (0: none), for every behavior or per behavior id;
+                ``num_agents`` must be a multiple of it (see the module docstring).
             seed: seeds the signs and the noise (behavior ``i`` draws from ``seed + i``'s
                 generator).
         """
@@ -196,6 +257,8 @@ class LookAlike(BaseEnv):
             raise EnvError(f"{env}: env_args.parameters must be a list of parameter names, got {parameters!r}")
         self._parameters = tuple(str(p) for p in parameters)
         self.env_parameters: Dict[str, Any] = {}  # the values last given (unused by the task)
+        self._group_ids = _group_ids(env, specs, num_agents, group_size)
+        self._grouped: Dict[str, Tuple[DecisionSteps, TerminalSteps]] = {}
 
     @property
     def behavior_specs(self) -> Mapping[str, BehaviorSpec]:
@@ -209,13 +272,33 @@ class LookAlike(BaseEnv):
     def reset(self) -> None:
         for task in self._tasks.values():
             task.reset()
+        self._add_groups()
 
     def step(self) -> None:
         for task in self._tasks.values():
             task.step()
+        self._add_groups()
 
     def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
-        return self._task(behavior_name).get_steps(behavior_name)
+        steps = self._grouped.get(behavior_name)
+        return steps if steps is not None else self._task(behavior_name).get_steps(behavior_name)
+
+    def _add_groups(self) -> None:
+        """The grouped behaviors' steps with their group ids and group rewards: the mean of
+        each group's rewards of the step (the terminal rows' at an episode end, when the
+        decision rows are the next episode's, which has earned nothing yet)."""
+        for name, ids in self._group_ids.items():
+            decision, terminal = self._tasks[name].get_steps(name)
+            size = int(np.count_nonzero(ids == ids[0]))
+
+            def mean(rewards: np.ndarray) -> np.ndarray:
+                return np.repeat(rewards.reshape(-1, size).mean(axis=1), size).astype(np.float32)
+
+            # Every agent ends its episode in the same step: terminal rows are all or none.
+            self._grouped[name] = (
+                replace(decision, group_id=ids, group_reward=mean(decision.reward)),
+                replace(terminal, group_id=ids, group_reward=mean(terminal.reward)) if len(terminal) else terminal,
+            )
 
     def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
         self._task(behavior_name).set_actions(behavior_name, action)

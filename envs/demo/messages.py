@@ -19,6 +19,9 @@ from envs.demo.png import PNG_SIGNATURE, PngError, decode_png, split_pngs
 # DimensionPropertyProto values Unity writes in ObservationProto.dimension_properties.
 _DIM_NONE = 1
 _DIM_TRANSLATIONAL = 2
+_DIM_VARIABLE_SIZE = 4
+#: A BufferSensor's (rank-2) dimension properties: ML-Agents' only variable-length layout.
+ENTITY_DIMENSION_PROPERTIES = (_DIM_VARIABLE_SIZE, _DIM_NONE)
 
 
 class RecordError(Exception):
@@ -87,11 +90,12 @@ def action_spec_from_brain(brain: "pb.BrainParametersProto") -> ActionSpec:
 
 def plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[ObsPlan]:
     """Specs of one agent's observations (ML-Agents 0.12+ records; also the Unity
-    communicator's agent infos): vector (1-D) or visual (3-D, HWC or ML-Agents 2.0's CHW);
-    empty sensors are skipped.
+    communicator's agent infos): vector (1-D), entities (2-D ``[max_entities, entity_size]``,
+    a BufferSensor's, dimension properties ``(VARIABLE_SIZE, NONE)``) or visual (3-D, HWC
+    or ML-Agents 2.0's CHW); empty sensors are skipped.
 
     Raises:
-        RecordError: a negative or unsupported (not 1-D or 3-D) shape.
+        RecordError: a negative or unsupported (not 1-D, 2-D entities or 3-D) shape.
     """
     plans: List[ObsPlan] = []
     for i, o in enumerate(observations):
@@ -103,6 +107,17 @@ def plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[Obs
         name = o.name or f"obs_{i}"
         if len(shape) == 1:
             plans.append(ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.VECTOR), False))
+        elif len(shape) == 2:
+            # ML-Agents encodes a rank-2 observation only as entities (its
+            # VALID_VAR_LEN_PROP); any other layout is an unsupported sensor there too.
+            dims = tuple(int(d) for d in o.dimension_properties)
+            if dims != ENTITY_DIMENSION_PROPERTIES:
+                raise RecordError(
+                    f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)} with dimension properties "
+                    f"{list(dims)}: a 2-D observation must be a BufferSensor's, dimension properties "
+                    f"{list(ENTITY_DIMENSION_PROPERTIES)} (VARIABLE_SIZE, NONE)"
+                )
+            plans.append(ObsPlan(i, shape, ObservationSpec(shape, name, ObservationKind.ENTITIES), False))
         elif len(shape) == 3:
             png = o.compressed_data if o.compression_type == pb.COMPRESSION_TYPE_PNG else b""
             channels_first = is_channels_first(shape, list(o.dimension_properties), png)
@@ -111,8 +126,8 @@ def plan_observations(observations: Sequence["pb.ObservationProto"]) -> List[Obs
             plans.append(ObsPlan(i, shape, spec_i, channels_first))
         else:
             raise RecordError(
-                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D) and "
-                "visual (3-D) observations are supported"
+                f"observation {i} ({o.name or 'unnamed'}) has shape {list(shape)}: only vector (1-D), "
+                "entity (2-D, BufferSensor) and visual (3-D) observations are supported"
             )
     return plans
 

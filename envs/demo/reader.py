@@ -38,6 +38,10 @@ new agent id, so there ``A`` is the number of episodes; older files keep one id,
 a new episode. The episode count is the number of done rows plus the agents whose last
 row is not done (an episode still running when the recording stopped): this is what Unity
 writes as ``number_episodes``.
+
+**Groups.** A record's ``group_id`` and ``group_reward`` (AgentInfoProto fields 14 and 15,
+multi-agent games) are ignored: ``rewards`` is each agent's own reward, as in ML-Agents'
+demonstration loader, whose buffer keeps no group reward either.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ What Unity's own recorder writes, so that our reader and ML-Agents' loaders acce
   the step and episode counts and the mean reward per episode;
 * behavior parameters at offset 33: the behavior name and an ``ActionSpecProto``;
 * one ``AgentInfoActionPairProto`` per `DemoWriter.add_step`: vector observations as
-  ``float_data``, visual ones as PNG with the ML-Agents 2.0 shape ``(C, H, W)`` and
+  ``float_data``, entity observations too (row-major, ``dimension_properties``
+  ``(VARIABLE_SIZE, NONE)``, as Unity's BufferSensor), visual ones as PNG with the ML-Agents 2.0 shape ``(C, H, W)`` and
   ``dimension_properties`` ``(NONE, TRANSLATIONAL, TRANSLATIONAL)``; more than three
   channels are split into several PNGs with a ``compressed_channel_mapping``.
 
@@ -34,6 +35,7 @@ MAX_NAME_BYTES = 16
 
 _DIM_NONE = 1
 _DIM_TRANSLATIONAL = 2
+_DIM_VARIABLE_SIZE = 4
 
 ArrayLike = Union[np.ndarray, Sequence[float], Sequence[int]]
 
@@ -240,11 +242,14 @@ class DemoWriter:
             if arr.shape != tuple(spec.shape):
                 raise DemoError(f"{self.path}: observation {i} has shape {arr.shape}, expected {tuple(spec.shape)}")
             proto = pb.ObservationProto(name=spec.name)
-            if spec.kind == ObservationKind.VECTOR:
+            if spec.kind in (ObservationKind.VECTOR, ObservationKind.ENTITIES):
                 proto.shape.extend(spec.shape)
-                proto.dimension_properties.append(_DIM_NONE)
+                if spec.kind == ObservationKind.VECTOR:
+                    proto.dimension_properties.append(_DIM_NONE)
+                else:  # a BufferSensor's: rows of entities, zero rows absent
+                    proto.dimension_properties.extend((_DIM_VARIABLE_SIZE, _DIM_NONE))
                 proto.compression_type = pb.COMPRESSION_TYPE_NONE
-                proto.float_data.data.extend(arr.tolist())
+                proto.float_data.data.extend(arr.ravel().tolist())
             else:
                 h, w, c = spec.shape
                 proto.shape.extend((c, h, w))

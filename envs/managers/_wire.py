@@ -111,11 +111,14 @@ def _pack_steps(names: Sequence[str], steps: StepDict) -> bytes:
         arrays += [np.asarray(decision.reward, np.float32), np.asarray(decision.agent_id, np.int32)]
         if mask is not None:
             arrays += [np.asarray(m, bool) for m in mask]
+        arrays += [np.asarray(decision.group_id, np.int32), np.asarray(decision.group_reward, np.float32)]
         arrays += [np.asarray(o, np.float32) for o in terminal.obs]
         arrays += [
             np.asarray(terminal.reward, np.float32),
             np.asarray(terminal.interrupted, bool),
             np.asarray(terminal.agent_id, np.int32),
+            np.asarray(terminal.group_id, np.int32),
+            np.asarray(terminal.group_reward, np.float32),
         ]
     return _pack(header, arrays)
 
@@ -130,10 +133,11 @@ def _unpack_steps(names: Sequence[str], specs: Mapping[str, BehaviorSpec], data:
         reward = r.take(_F32, (n_d,))
         agent_id = r.take(_I32, (n_d,))
         mask = [r.take(_BOOL, (n_d, b)) for b in spec.action_spec.discrete_branches] if has_mask else None
-        decision = DecisionSteps(obs, reward, agent_id, mask)
+        decision = DecisionSteps(obs, reward, agent_id, mask, r.take(_I32, (n_d,)), r.take(_F32, (n_d,)))
         t_obs = [r.take(_F32, (n_t,) + o.shape) for o in spec.observation_specs]
         terminal = TerminalSteps(
-            t_obs, r.take(_F32, (n_t,)), r.take(_BOOL, (n_t,)), r.take(_I32, (n_t,))
+            t_obs, r.take(_F32, (n_t,)), r.take(_BOOL, (n_t,)), r.take(_I32, (n_t,)),
+            r.take(_I32, (n_t,)), r.take(_F32, (n_t,)),
         )
         out[name] = (decision, terminal)
     return out
@@ -184,7 +188,8 @@ _HEADER_INTS = 8  # per behavior: n_decision, n_terminal, has_mask, action_prese
 class _BehaviorViews:
     """Numpy views over one behavior's part of a segment (see `_Layout`)."""
 
-    __slots__ = ("cont", "disc", "d_obs", "d_reward", "d_id", "d_mask", "t_obs", "t_reward", "t_interrupted", "t_id")
+    __slots__ = ("cont", "disc", "d_obs", "d_reward", "d_id", "d_mask", "d_group", "d_group_reward", "t_obs",
+                 "t_reward", "t_interrupted", "t_id", "t_group", "t_group_reward")
 
     def __init__(self, take: Any, spec: BehaviorSpec, cap: int) -> None:
         a = spec.action_spec
@@ -195,10 +200,14 @@ class _BehaviorViews:
         self.d_reward: np.ndarray = take(_F32, (cap,))
         self.d_id: np.ndarray = take(_I32, (cap,))
         self.d_mask: List[np.ndarray] = [take(_BOOL, (cap, b)) for b in a.discrete_branches]
+        self.d_group: np.ndarray = take(_I32, (cap,))
+        self.d_group_reward: np.ndarray = take(_F32, (cap,))
         self.t_obs: List[np.ndarray] = [take(_F32, s) for s in shapes]
         self.t_reward: np.ndarray = take(_F32, (cap,))
         self.t_interrupted: np.ndarray = take(_BOOL, (cap,))
         self.t_id: np.ndarray = take(_I32, (cap,))
+        self.t_group: np.ndarray = take(_I32, (cap,))
+        self.t_group_reward: np.ndarray = take(_F32, (cap,))
 
 
 class _Layout:
@@ -208,8 +217,9 @@ class _Layout:
     ``[n_decision, n_terminal, has_mask, action_present, continuous_rows, discrete_rows, 0, 0]``;
     then, per behavior in order: actions (continuous ``[cap, c]`` float32, discrete
     ``[cap, b]`` int32), decision steps (obs ``[cap, *shape]`` float32 per spec, reward
-    ``[cap]``, agent_id ``[cap]`` int32, one ``[cap, branch]`` bool mask per branch) and
-    terminal steps (obs, reward, interrupted ``[cap]`` bool, agent_id). Every array starts
+    ``[cap]``, agent_id ``[cap]`` int32, one ``[cap, branch]`` bool mask per branch,
+    group_id ``[cap]`` int32, group_reward ``[cap]`` float32) and terminal steps (obs,
+    reward, interrupted ``[cap]`` bool, agent_id, group_id, group_reward). Every array starts
     on an 8-byte boundary. Parent and worker compute the same layout from the specs.
     """
 
@@ -305,6 +315,8 @@ class _Channel:
                 v.d_reward[:n_d].copy(),
                 v.d_id[:n_d].copy(),
                 [m[:n_d].copy() for m in v.d_mask] if has_mask else None,
+                v.d_group[:n_d].copy(),
+                v.d_group_reward[:n_d].copy(),
             )
             if n_t:
                 terminal = TerminalSteps(
@@ -312,6 +324,8 @@ class _Channel:
                     v.t_reward[:n_t].copy(),
                     v.t_interrupted[:n_t].copy(),
                     v.t_id[:n_t].copy(),
+                    v.t_group[:n_t].copy(),
+                    v.t_group_reward[:n_t].copy(),
                 )
             else:
                 terminal = self._empty_terminal[b]  # zero-size arrays: nothing to overwrite
@@ -354,12 +368,16 @@ class _Channel:
             if mask is not None:
                 for dst, src in zip(v.d_mask, mask):
                     dst[:n_d] = src
+            v.d_group[:n_d] = decision.group_id
+            v.d_group_reward[:n_d] = decision.group_reward
             if n_t:
                 for dst, src in zip(v.t_obs, terminal.obs):
                     dst[:n_t] = src
                 v.t_reward[:n_t] = terminal.reward
                 v.t_interrupted[:n_t] = terminal.interrupted
                 v.t_id[:n_t] = terminal.agent_id
+                v.t_group[:n_t] = terminal.group_id
+                v.t_group_reward[:n_t] = terminal.group_reward
             h = b * _HEADER_INTS
             header[h] = n_d
             header[h + 1] = n_t

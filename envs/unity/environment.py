@@ -30,8 +30,11 @@ episode gets a fresh one when it next asks for a decision). Visual observations 
 float, ``(H, W, C)`` or ML-Agents 2.0's ``(C, H, W)``) become ``(H, W, C)`` in [0, 1] (the
 `.demo` reader's decoding; a grayscale camera arrives as an RGB PNG, Unity's CameraSensor
 encoding, and its colours are averaged as ML-Agents' ``process_pixels`` does). Not
-supported (a clear `EnvError`): variable-length (rank-2) observations; group rewards are
-ignored.
+supported (a clear `EnvError`): rank-2 observations that are not a BufferSensor's
+(dimension properties other than ``(VARIABLE_SIZE, NONE)``); a BufferSensor's arrive as
+entity observations (`ObservationKind.ENTITIES`). Multi-agent groups
+(AgentInfoProto's ``group_id`` and ``group_reward``, API 1.5.0's ``multiAgentGroups``) arrive
+in the steps' ``group_id`` / ``group_reward``.
 """
 from __future__ import annotations
 
@@ -93,15 +96,17 @@ def _package_version() -> str:
 
 
 def trainer_capabilities() -> pb.UnityRLCapabilitiesProto:
-    """What we support: ML-Agents 2.x features except analytics, BufferSensor and groups."""
+    """What we support: ML-Agents 2.x features except analytics; BufferSensor's
+    variable-length observations (entities, `ObservationKind.ENTITIES`); groups
+    (``group_id`` / ``group_reward`` in the steps) since communication API 1.5.0."""
     return pb.UnityRLCapabilitiesProto(
         baseRLCapabilities=True,
         concatenatedPngObservations=True,
         compressedChannelMapping=True,
         hybridActions=True,
         trainingAnalytics=False,
-        variableLengthObservation=False,
-        multiAgentGroups=False,
+        variableLengthObservation=True,
+        multiAgentGroups=True,
     )
 
 
@@ -454,7 +459,7 @@ class UnityEnv(BaseEnv):
             raise EnvError(f"behavior {name}: {e}") from None
         try:
             plans = plan_observations(info.observations)
-        except RecordError as e:  # e.g. a BufferSensor's variable-length (2-D) observation
+        except RecordError as e:  # e.g. a 2-D observation that is not a BufferSensor's
             raise EnvError(f"behavior {name}: {e}") from None
         if not plans:
             raise EnvError(f"behavior {name}: its agents send no observations")
@@ -533,14 +538,32 @@ class UnityEnv(BaseEnv):
             np.fromiter((i.reward for i in terminal), np.float32, len(terminal)),
             np.fromiter((i.max_step_reached for i in terminal), bool, len(terminal)),
             t_ids,
+            *self._groups(name, terminal),
         )
         b.decision = DecisionSteps(
             self._obs(name, b, deciding),
             np.fromiter((i.reward for i in deciding), np.float32, len(deciding)),
             d_ids,
             self._masks(name, b, deciding),
+            *self._groups(name, deciding),
         )
         b.unity_ids = [i.id for i in deciding]
+
+    @staticmethod
+    def _groups(name: str, infos: List[demo_pb.AgentInfoProto]) -> Tuple[np.ndarray, np.ndarray]:
+        """``group_id`` ``[n]`` int32 and ``group_reward`` ``[n]`` float32 of AgentInfoProto
+        fields 14 and 15 (communication API 1.5.0's multiAgentGroups; an older game sends
+        neither: zeros), as ML-Agents' ``steps_from_proto`` reads them, which also refuses a
+        NaN or infinite group reward."""
+        n = len(infos)
+        group_id = np.fromiter((i.group_id for i in infos), np.int32, n)
+        group_reward = np.fromiter((i.group_reward for i in infos), np.float32, n)
+        if n and not np.isfinite(group_reward).all():
+            bad = next(i for i in infos if not np.isfinite(i.group_reward))
+            raise EnvError(
+                f"behavior {name}: agent {bad.id} sent a group reward of {bad.group_reward}, expected a finite number"
+            )
+        return group_id, group_reward
 
     def _new_id(self) -> int:
         self._next_id += 1

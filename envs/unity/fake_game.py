@@ -24,7 +24,8 @@ It follows the game's side of the protocol: first call with the initialization o
 second call empty, then one call per step with the agent infos (brain parameters with the
 first infos of each behavior), answering RESET / STEP / QUIT; it reads engine
 configuration, environment parameters and strings from the side channels and sends stats
-and strings back. Faults for tests: ``quit_after`` (sends status 400 like the Editor's
+and strings back. Groups (``group_size``): as Unity's ``SimpleMultiAgentGroup``, positive
+group ids, and a member's success added to every member's next ``group_reward``. Faults for tests: ``quit_after`` (sends status 400 like the Editor's
 Stop button), ``crash_after`` (the process exits at once), ``api_version`` (mismatch,
 or "1.0.0": no capabilities, legacy brain parameters and ``vector_actions``).
 
@@ -77,6 +78,14 @@ class FakeBehavior:
     mask_last: bool = False  # mask the last action of every discrete branch
     team: Optional[int] = 0  # sent as ``name?team=N``; None: the plain name (pre-0.14 games)
     gray_png: bool = False  # a 1-channel camera as a 1-channel PNG (not Unity's RGB24 encoding)
+    # A BufferSensor (max_entities, entity_size), sent last: agent ``uid`` fills its first
+    # ``1 + uid % max_entities`` rows with its goal, the rest zeros (absent entities).
+    entities: Optional[Tuple[int, int]] = None
+    # Multi-agent groups (API 1.5.0): consecutive agents, ``group_size`` at a time, share a
+    # SimpleMultiAgentGroup (0: no groups); a member reaching its goal adds ``group_reward``
+    # to the group (``AddGroupReward``: every member's next AgentInfo carries it).
+    group_size: int = 0
+    group_reward: float = 1.0
 
     @property
     def wire_name(self) -> str:
@@ -91,6 +100,8 @@ class _Agent:
     position: np.ndarray
     steps: int = 0
     reward: float = 0.0
+    group_id: int = 0  # 0: in no group (Unity's default)
+    group_reward: float = 0.0  # the group's reward since this agent's last AgentInfo
 
 
 @dataclass
@@ -125,6 +136,7 @@ class FakeGame:
         self._sent_brains: set = set()
         self._steps = 0
         self._legacy = self.api_version.startswith("1.0")
+        self._next_group = 1  # Unity's MultiAgentGroupIdCounter: group ids start at 1
         self._echo: List[str] = []  # strings to echo back on the log channel (reset by `_run`)
 
     # ----------------------------------------------------------------- game
@@ -139,8 +151,19 @@ class FakeGame:
         # Each replicated training area holds its own copy of every agent.
         areas = max(1, self.received_num_areas)
         for b in self.behaviors:
-            self._agents[b.wire_name] = [self._new_agent(b) for _ in range(b.num_agents * areas)]
+            agents = [self._new_agent(b) for _ in range(b.num_agents * areas)]
+            if b.group_size > 0 and not self._legacy:  # API 1.0 games had no groups
+                for start in range(0, len(agents), b.group_size):
+                    for agent in agents[start: start + b.group_size]:
+                        agent.group_id = self._next_group
+                    self._next_group += 1
+            self._agents[b.wire_name] = agents
             self._done[b.wire_name] = []
+
+    def _restart(self, b: FakeBehavior, agent: _Agent) -> _Agent:
+        new = self._new_agent(b, agent.uid)
+        new.group_id = agent.group_id
+        return new
 
     def _apply(self, b: FakeBehavior, agent: _Agent, cont: List[float], disc: List[int]) -> None:
         moves = [float(np.clip(c, -1.0, 1.0)) for c in cont] + [1.0 if d == 1 else -1.0 for d in disc]
@@ -171,10 +194,20 @@ class FakeGame:
                     cont, disc = vec[: b.continuous], [int(v) for v in vec[b.continuous:]]
                 record[name].append((cont, disc, list(a.vector_actions)))
                 self._apply(b, agent, cont, disc)
+            # SimpleMultiAgentGroup.AddGroupReward: a member at its goal rewards every member;
+            # each one's next AgentInfo (the finisher's terminal one too) carries the sum.
+            for agent in agents:
+                agent.group_reward = 0.0  # sent with the previous output (Unity resets it then)
+            for finisher, interrupted in self._done[name]:
+                if finisher.group_id and not interrupted:
+                    for agent in agents:
+                        if agent.group_id == finisher.group_id:
+                            agent.group_reward += b.group_reward
             finished = {id(agent) for agent, _ in self._done[name]}
-            # A finished agent starts a new episode under the same Unity id (as Unity agents do).
+            # A finished agent starts a new episode under the same Unity id (as Unity agents
+            # do), in the same group, with no group reward yet.
             self._agents[name] = [
-                self._new_agent(b, agent.uid) if id(agent) in finished else agent for agent in agents
+                self._restart(b, agent) if id(agent) in finished else agent for agent in agents
             ]
             self.episodes += len(finished)
         self.actions.append(record)
@@ -198,6 +231,14 @@ class FakeGame:
             if not self._legacy:
                 o.dimension_properties.extend(dims)
             out.append(o)
+        if b.entities is not None:
+            rows, size = b.entities
+            values = np.zeros((rows, size), np.float32)
+            values[: 1 + agent.uid % rows] = agent.goal
+            # BufferSensor: shape (max_entities, entity_size), (VARIABLE_SIZE, NONE).
+            o = demo_pb.ObservationProto(shape=[rows, size], dimension_properties=[4, 1], name="BufferSensor")
+            o.float_data.data.extend(values.ravel().tolist())
+            out.append(o)
         return out
 
     def _brain(self, b: FakeBehavior) -> demo_pb.BrainParametersProto:
@@ -214,7 +255,8 @@ class FakeGame:
         return brain
 
     def _info(self, b: FakeBehavior, agent: _Agent, done: bool, interrupted: bool) -> demo_pb.AgentInfoProto:
-        info = demo_pb.AgentInfoProto(id=agent.uid, reward=agent.reward, done=done, max_step_reached=interrupted)
+        info = demo_pb.AgentInfoProto(id=agent.uid, reward=agent.reward, done=done, max_step_reached=interrupted,
+                                      group_id=agent.group_id, group_reward=agent.group_reward)
         info.observations.extend(self._obs(b, agent))
         if b.mask_last and b.discrete and not done:
             for size in b.discrete:

@@ -434,7 +434,7 @@ def test_unsupported_and_inconsistent_records(tmp_path):
     info = pb.AgentInfoProto(id=1)
     info.observations.add(shape=[2, 2]).float_data.data.extend([0, 0, 0, 0])
     path = _craft(tmp_path / "2d.demo", brain, [pb.AgentInfoActionPairProto(agent_info=info)] * 2)
-    assert "only vector (1-D) and visual (3-D)" in _error(path)
+    assert "a 2-D observation must be a BufferSensor's, dimension properties [4, 1]" in _error(path)
     good = pb.AgentInfoProto(id=1)
     good.observations.add(shape=[2]).float_data.data.extend([0, 0])
     bad = pb.AgentInfoProto(id=1)

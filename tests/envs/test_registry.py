@@ -12,6 +12,8 @@ import pytest
 from envs.builtin import Chain, Memory, Simple
 from envs.exceptions import EnvError
 from envs.builtin import LookAlike, Paddles
+from envs.builtin.rendezvous import Rendezvous
+from envs.builtin.sorter import Sorter
 from envs.registry import BUILTIN_ENVS, describe_env_ids, make_env, parse_env_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,7 @@ def _error(env_id: str, env_args: Optional[dict] = None, **kw: object) -> str:
 def test_builtin_envs_table() -> None:
     assert BUILTIN_ENVS == {
         "Simple": Simple, "Memory": Memory, "Chain": Chain, "LookAlike": LookAlike, "Paddles": Paddles,
+        "Rendezvous": Rendezvous, "Sorter": Sorter,
     }
 
 

@@ -42,6 +42,9 @@ Options:
   --cluster=<file>            Towers on a TensorFlow cluster's workers (a file with chief: and workers:,
                               or a config with cluster_settings:); this process is the chief.
   --worker                    Serve as worker <i> of --cluster until the chief ends it (or Ctrl-C).
+  --ray=<address>             Step the envs and act on Ray rollout workers (env_settings.ray.address):
+                              local (start Ray here), auto (the cluster of `ray start`), or host:port.
+  --ray-workers=<n>           Ray rollout workers (env_settings.ray.num_workers); alone: a local Ray.
   --task-index=<i>            With --worker: this worker's index in the cluster file's workers list.
   --debug                     Print tracebacks for errors.
   -h --help                   Show this help.
@@ -80,6 +83,7 @@ INT_OPTIONS = {
     "--num-gpus": "num_gpus",
     "--base-port": "base_port",
     "--timeout-wait": "timeout_wait",
+    "--ray-workers": "ray_workers",
     # Unity engine settings (ML-Agents' flags), laid over the config's engine_settings.
     "--width": "width",
     "--height": "height",
@@ -129,7 +133,7 @@ def parse_overrides(args: Dict[str, Any]) -> Dict[str, Any]:
             raise ConfigError(f"{opt}: expected a number, got {shorten(repr(value))}") from None
     for opt, key in (
         ("--env", "env_path"), ("--run-id", "run_id"), ("--initialize-from", "initialize_from"),
-        ("--curriculum", "curriculum"), ("--sampler", "sampler"),
+        ("--curriculum", "curriculum"), ("--sampler", "sampler"), ("--ray", "ray"),
     ):
         if args.get(opt) is not None:
             out[key] = args[opt]
@@ -242,6 +246,32 @@ def _evaluation_env(
     )
 
 
+def _ray_env_manager(
+    options: RunOptions, seed: int, is_unity: bool, model: Optional[str],
+    curriculum: Optional[EnvironmentParameterManager],
+) -> EnvManager:
+    """Ray rollout workers (``env_settings.ray``, `trainers.loop.ray_rollouts`), after the
+    checks that need no cluster: what they cannot run is refused in one line first."""
+    env_settings = options.env_settings
+    assert env_settings.ray is not None
+    if env_settings.env_path is None:
+        raise ConfigError("env_settings.ray: the Unity Editor runs on this machine; give a build (env_settings.env_path)")
+    if model is not None:
+        raise ConfigError("--model: not with env_settings.ray (Ray rollout workers act with a trained policy's weights)")
+    for name, settings in options.behaviors.items():
+        if settings.self_play is not None:
+            raise ConfigError(f"behaviors.{name}.self_play: not supported with Ray rollout workers (env_settings.ray)")
+    from trainers.loop.ray_rollouts import RayRolloutManager, import_ray
+
+    import_ray()  # one line if Ray is missing, before anything starts
+    return RayRolloutManager(
+        env_settings.env_path, env_settings.env_args, env_settings.agents_per_env, seed, env_settings.ray,
+        unity=unity_options(options) if is_unity else None,
+        step_timeout=float(env_settings.timeout_wait),
+        env_parameters=curriculum.values() if curriculum is not None else None,
+    )
+
+
 def _load_onnx_policy(trainer: Trainer, model: str, name: str, spec: BehaviorSpec, num_behaviors: int) -> None:
     from trainers.export.onnx_policy import OnnxPolicy
 
@@ -331,6 +361,7 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
     from envs.managers import make_env_manager
     from trainers.loop.checkpoints import adopt_checkpoint, checkpoint_candidates, restore_newest
     from trainers.loop.controller import TrainerController
+    from trainers.poca.trainer import POCATrainer
     from trainers.ppo.trainer import PPOTrainer
     from trainers.loop.run_dir import RunLock, check_results_dir, check_run_id, clear_run
     from trainers.sac.trainer import SACTrainer
@@ -373,7 +404,9 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
     lock = RunLock(run_dir, exclusive=not ckpt.inference)
     wrote = False
     try:
-        seed = resolve_seed(env_settings.seed, env_settings.num_envs)
+        seed = resolve_seed(
+            env_settings.seed, env_settings.ray.num_envs if env_settings.ray is not None else env_settings.num_envs
+        )
         chief = None
         if options.cluster_settings.enabled and not ckpt.inference:
             if options.device_settings.num_gpus is not None or options.device_settings.devices is not None:
@@ -409,19 +442,23 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
             if restore is not None:
                 print(f"[INFO] {curriculum.resumed()}", flush=True)
         try:
-            env = make_env_manager(
-                env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env, seed,
-                unity=unity_options(options) if is_unity else None,
-                step_timeout=float(env_settings.timeout_wait),
-                env_parameters=curriculum.values() if curriculum is not None else None,
-            )
+            if env_settings.ray is not None:
+                env = _ray_env_manager(options, seed, is_unity, model, curriculum)
+            else:
+                env = make_env_manager(
+                    env_settings.env_path, env_settings.env_args, env_settings.num_envs, env_settings.agents_per_env,
+                    seed,
+                    unity=unity_options(options) if is_unity else None,
+                    step_timeout=float(env_settings.timeout_wait),
+                    env_parameters=curriculum.values() if curriculum is not None else None,
+                )
         except BaseException:
             if chief is not None:
                 chief.end_workers()
             raise
         evaluation_env: Optional[EnvManager] = None
         trainers: Dict[str, Trainer] = {}
-        trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer}
+        trainer_classes = {"ppo": PPOTrainer, "sac": SACTrainer, "poca": POCATrainer}
         reporters: Dict[str, StatsReporter] = {}
         restored: Dict[str, int] = {}  # behavior -> step of the checkpoint resumed from
         try:

@@ -23,6 +23,7 @@ from trainers.config.loader import (
     to_dict,
     write_resolved_config,
 )
+from trainers.config.run import RaySettings
 from trainers.config.schema import (
     ACTIVATION_TYPES,
     ENCODER_TYPES,
@@ -50,6 +51,7 @@ from trainers.config.schema import (
     PPOSettings,
     RewardSignalSettings,
     RunOptions,
+    POCASettings,
     SACSettings,
     ScheduleType,
     SelfPlaySettings,
@@ -78,6 +80,7 @@ __all__ = [
     "ENCODER_TYPES",
     "ACTIVATION_TYPES",
     "PPOSettings",
+    "POCASettings",
     "SACSettings",
     "HyperparamSettings",
     "HYPERPARAMETER_TYPES",
@@ -95,6 +98,7 @@ __all__ = [
     "self_play_refusal",
     "TrainerSettings",
     "EnvSettings",
+    "RaySettings",
     "EngineSettings",
     "CheckpointSettings",
     "DeviceSettings",

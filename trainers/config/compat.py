@@ -21,8 +21,6 @@ from trainers.config.schema import RunOptions, TrainerSettings
 # --------------------------------------------------------------------------------------
 
 _UNSUPPORTED_TRAINERS: Dict[str, str] = {
-    "poca": "not supported (MA-POCA, the cooperative multi-agent trainer of ML-Agents 2.0); "
-    "use ppo or sac",
     "offline_bc": "not supported (the offline behavioral cloning trainer of ML-Agents 0.x); "
     "use ppo with behavioral_cloning",
     "online_bc": "not supported (the online behavioral cloning trainer of ML-Agents 0.x); "
@@ -143,6 +141,10 @@ def _compat_env(raw: Dict[Any, Any], where: _Where, source: _Source) -> Dict[Any
                 f"{value}: ignored (training areas are instantiated by a Unity build, and "
                 f"{env_path} is not one); use agents_per_env for more agents per environment",
             )
+    ray = raw.get("ray")
+    if "max_lifetime_restarts" in raw and isinstance(ray, Mapping) and "max_lifetime_restarts" not in ray:
+        # Honoured by Ray rollout workers (trainers.loop.ray_rollouts): their restarts.
+        raw["ray"] = {**ray, "max_lifetime_restarts": raw.pop("max_lifetime_restarts")}
     for key, default in _UNITY_PROCESS_KEYS.items():
         if key in raw:
             value = raw.pop(key)

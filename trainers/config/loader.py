@@ -40,6 +40,7 @@ from trainers.config.compat import (
     _compat_top_level,
     _compat_trainer,
 )
+from trainers.config.run import RaySettings
 from trainers.config.schema import (
     HYPERPARAMETER_TYPES,
     REWARD_SIGNAL_TYPES,
@@ -415,6 +416,9 @@ CLI_FLAGS: Dict[str, str] = {
     # ML-Agents 0.11-0.15's files, converted into environment_parameters (curriculum_files).
     "curriculum": "--curriculum",
     "sampler": "--sampler",
+    # Ray rollout workers (env_settings.ray.address / num_workers).
+    "ray": "--ray",
+    "ray_workers": "--ray-workers",
 }
 """cli_overrides keys accepted by load_settings, and the flag each is reported as."""
 
@@ -445,6 +449,27 @@ def _cli_values(cli_overrides: Optional[Mapping[str, Any]]) -> Dict[str, _Cli]:
             continue
         given[key] = _Cli(value, CLI_FLAGS[key])
     return given
+
+
+def _with_ray_cli(env: Mapping[Any, Any], cli: Mapping[str, _Cli], where: _Where) -> Dict[Any, Any]:
+    """``env_settings`` with ``--ray`` / ``--ray-workers`` laid over its ``ray:`` section
+    (either flag asks for Ray rollout workers)."""
+    out = dict(env)
+    if "ray" in cli or "ray_workers" in cli:
+        ray = dict(_as_mapping(out.get("ray"), where.child("ray")))
+        if "ray" in cli:
+            ray["address"] = cli["ray"]
+        if "ray_workers" in cli:
+            ray["num_workers"] = cli["ray_workers"]
+        out["ray"] = ray
+    return out
+
+
+def _build_env(raw: Mapping[Any, Any], where: _Where) -> EnvSettings:
+    """EnvSettings with its ``ray:`` section built as `RaySettings` (null: no Ray)."""
+    ray_raw = raw.get("ray")
+    ray = _build(RaySettings, ray_raw, where.child("ray")) if ray_raw is not None else None
+    return _build(EnvSettings, {k: v for k, v in raw.items() if k != "ray"}, where, prebuilt={"ray": ray})
 
 
 def _overlay(raw: Dict[Any, Any], cli: Mapping[str, _Cli], keys: Iterable[str]) -> Dict[Any, Any]:
@@ -478,7 +503,7 @@ def _run_sections(
     """env, engine, checkpoint and device settings and debug, with CLI values on top."""
     env_where = where.child("env_settings")
     env_raw = _overlay(
-        _compat_env(_as_mapping(doc.get("env_settings"), env_where), env_where, source),
+        _compat_env(_with_ray_cli(_as_mapping(doc.get("env_settings"), env_where), cli, env_where), env_where, source),
         cli,
         _ENV_KEYS,
     )
@@ -494,7 +519,7 @@ def _run_sections(
         device_raw = _overlay({}, cli, ("num_gpus", "devices"))
     engine_where = where.child("engine_settings")
     engine_raw = _as_mapping(doc.get("engine_settings"), engine_where)
-    env_settings = _build(EnvSettings, env_raw, env_where)
+    env_settings = _build_env(env_raw, env_where)
     # Only the file's keys are warned about for non-Unity envs (a flag says what it sets).
     _check_engine(engine_raw, env_settings.env_path, where, source)
     engine = _build(EngineSettings, _overlay(engine_raw, cli, _ENGINE_KEYS), engine_where)

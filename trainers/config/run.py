@@ -21,6 +21,65 @@ from trainers.config._fields import (
 )
 
 
+#: Most Ray rollout workers one run asks for (each owns environments and a TensorFlow
+#: session: thousands never train, they exhaust the cluster).
+MAX_RAY_WORKERS = 1024
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """Rollout workers on a Ray cluster (``env_settings.ray:``, ``--ray`` / ``--ray-workers``;
+    `trainers.loop.ray_rollouts`): each worker is a Ray actor that owns ``envs_per_worker``
+    environments and an acting copy of every behavior's actor."""
+
+    address: Optional[str] = None
+    """Ray's address: None (or ``local``) starts Ray in this process; ``auto`` joins the cluster
+    that ``ray start`` runs on this machine; ``host:port`` / ``ray://host:port`` another one."""
+    num_workers: int = 1
+    """Ray actors, each with its environments (spread over the cluster's nodes)."""
+    envs_per_worker: int = 1
+    """Environments each worker steps (in its own worker processes when > 1)."""
+    resources: Dict[str, float] = field(default_factory=dict)
+    """What each worker reserves on its node: ``CPU`` (default 1), ``GPU``, custom resources."""
+    max_lifetime_restarts: int = 10
+    """Restarts of dead workers over the run before it ends with a checkpoint (ML-Agents'
+    ``env_settings.max_lifetime_restarts``, which is read into this field)."""
+    steps_per_call: int = 1
+    """Env steps a worker runs per call. 1: every action taken with the learner's current
+    weights, as in the local loop. More: fewer round trips, the next call sent as soon as
+    one returns, so workers act with weights up to ``2 * steps_per_call - 1`` steps old."""
+
+    def __post_init__(self) -> None:
+        _check_str(self, "address", optional=True)
+        _check_int(self, "num_workers", 1)
+        if self.num_workers > MAX_RAY_WORKERS:
+            raise _InvalidField("num_workers", f"expected at most {MAX_RAY_WORKERS}, got {self.num_workers}")
+        _check_int(self, "envs_per_worker", 1)
+        if self.num_workers * self.envs_per_worker > MAX_RAY_WORKERS:
+            raise _InvalidField(
+                "envs_per_worker",
+                f"num_workers x envs_per_worker must be at most {MAX_RAY_WORKERS}, got "
+                f"{self.num_workers} x {self.envs_per_worker}",
+            )
+        if not isinstance(self.resources, Mapping) or not all(isinstance(k, str) and k for k in self.resources):
+            raise _InvalidField("resources", f"expected a mapping of resource names to amounts, got {_describe(self.resources)}")
+        resources: Dict[str, float] = {}
+        for key, amount in self.resources.items():
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount >= 0 or amount == float("inf"):
+                raise _InvalidField("resources", f"{key}: expected a number >= 0, got {_describe(amount)}")
+            resources[key] = float(amount)
+        object.__setattr__(self, "resources", resources)
+        _check_int(self, "max_lifetime_restarts", 0)
+        _check_int(self, "steps_per_call", 1)
+        if self.steps_per_call > 1000:
+            raise _InvalidField("steps_per_call", f"expected at most 1000, got {self.steps_per_call}")
+
+    @property
+    def num_envs(self) -> int:
+        """Environments over every worker."""
+        return self.num_workers * self.envs_per_worker
+
+
 @dataclass(frozen=True)
 class EnvSettings:
     """Which environment to run and how many copies (``env_settings:``)."""
@@ -42,6 +101,8 @@ class EnvSettings:
     """Seconds every env has to answer each reset and step; a Unity game also to connect."""
     num_areas: int = 1
     """Training areas each Unity build instantiates (sent in the handshake, as ML-Agents does)."""
+    ray: Optional[RaySettings] = None
+    """Rollout workers on a Ray cluster (`RaySettings`); None: the envs step on this machine."""
 
     def __post_init__(self) -> None:
         _check_str(self, "env_path", optional=True)
@@ -58,6 +119,15 @@ class EnvSettings:
             raise _InvalidField("base_port", f"expected a port <= 65535, got {self.base_port}")
         _check_int(self, "timeout_wait", 1)
         _check_int(self, "num_areas", 1)
+        if self.ray is not None:
+            if not isinstance(self.ray, RaySettings):
+                raise _InvalidField("ray", f"expected a mapping, got {_describe(self.ray)}")
+            if self.num_envs != 1:
+                raise _InvalidField(
+                    "num_envs",
+                    f"{self.num_envs}: with ray the environments are ray.num_workers x ray.envs_per_worker; "
+                    "leave num_envs at 1",
+                )
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ are here; the run's environment, engine, checkpoint, device and cluster settings
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Literal, Mapping, Optional, Tuple, Type, Union, get_args
 
 from trainers.config._fields import (
@@ -42,7 +42,7 @@ from trainers.config.limits import (
 )
 
 
-TrainerType = Literal["ppo", "sac"]
+TrainerType = Literal["ppo", "sac", "poca"]
 ScheduleType = Literal["linear", "constant"]
 EncoderType = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
 ActivationType = Literal["swish", "tanh", "relu"]
@@ -208,7 +208,23 @@ class SACSettings:
         return self.reward_signal_steps_per_update
 
 
-HyperparamSettings = Union[PPOSettings, SACSettings]
+@dataclass(frozen=True)
+class POCASettings(PPOSettings):
+    """MA-POCA hyperparameters (``trainer_type: poca``): PPO's keys and defaults, as
+    ML-Agents' ``POCASettings`` (trainers/poca/). Refused: ``shared_critic`` (POCA's
+    critic is its own centralised network over the group) and ``normalize_reward``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.shared_critic:
+            raise _InvalidField(
+                "shared_critic", "true is not supported with trainer_type poca (its centralised critic has its own network)"
+            )
+        if self.normalize_reward:
+            raise _InvalidField("normalize_reward", "true is not supported with trainer_type poca")
+
+
+HyperparamSettings = Union[PPOSettings, SACSettings, POCASettings]
 
 
 @dataclass(frozen=True)
@@ -236,6 +252,8 @@ TRAINER_KINDS: Dict[str, TrainerKind] = {
     # Updates run every few env steps, so no thread. Recurrent: sequences in the replay
     # buffer (trainers/sac/).
     "sac": TrainerKind(SACSettings, recurrent=True, cluster=False, threaded_updates=False, squashed=True, self_play=True),
+    # MA-POCA (trainers/poca/): feed-forward only for now; updates between env steps.
+    "poca": TrainerKind(POCASettings, recurrent=False, cluster=False, threaded_updates=False, squashed=False, self_play=True),
 }
 HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {name: kind.hyperparameters for name, kind in TRAINER_KINDS.items()}
 
@@ -518,9 +536,10 @@ class TrainerSettings:
     """Everything about training one behavior (one ``behaviors.<name>`` section)."""
 
     trainer_type: TrainerType = "ppo"
-    """ppo or sac."""
+    """ppo, sac or poca."""
     hyperparameters: HyperparamSettings = field(default_factory=PPOSettings)
-    """PPOSettings for ppo, SACSettings for sac; left at the default: the trainer type's."""
+    """PPOSettings for ppo, SACSettings for sac, POCASettings for poca; left at the default:
+    the trainer type's."""
     network_settings: NetworkSettings = field(default_factory=NetworkSettings)
     """Network shape, encoders and memory."""
     reward_signals: Mapping[str, RewardSignalSettings] = field(
@@ -568,6 +587,10 @@ class TrainerSettings:
         if self.trainer_type == "sac" and self.hyperparameters == PPOSettings():
             # The field's default is PPO's; a SAC trainer left at the default gets SAC's.
             object.__setattr__(self, "hyperparameters", SACSettings())
+        if self.trainer_type == "poca" and type(self.hyperparameters) is PPOSettings:
+            # PPO's keys and values are POCA's: the same settings, as POCA's class.
+            values = {f.name: getattr(self.hyperparameters, f.name) for f in fields(PPOSettings)}
+            object.__setattr__(self, "hyperparameters", POCASettings(**values))
         if not isinstance(self.hyperparameters, expected):
             raise _InvalidField(
                 "hyperparameters",

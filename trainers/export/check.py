@@ -18,12 +18,20 @@ CHECK_BATCH = 16
 
 def check_inputs(spec: BehaviorSpec, n: int = CHECK_BATCH, seed: int = 0) -> Tuple[List[np.ndarray], Optional[np.ndarray]]:
     """A fixed batch: observations as the env gives them (visual NHWC in [0, 1]) and masks
-    (1 = allowed; the first row all allowed, every branch keeps at least one action)."""
+    (1 = allowed; the first row all allowed, every branch keeps at least one action).
+    Entity observations ``[E, F]``: row ``r`` has its first ``r % (E + 1)`` entities
+    present and the rest zero rows (absent), so a batch of at least ``E + 1`` rows checks
+    0, 1, ..., ``E`` entities."""
     rng = np.random.default_rng(seed)
     obs = []
     for o in spec.observation_specs:
         if o.kind == ObservationKind.VISUAL:
             obs.append(rng.uniform(0.0, 1.0, (n,) + o.shape).astype(np.float32))
+        elif o.kind == ObservationKind.ENTITIES:
+            max_entities = o.shape[0]
+            values = rng.normal(0.0, 2.0, (n,) + o.shape).astype(np.float32)
+            present = np.arange(max_entities)[None, :] < (np.arange(n) % (max_entities + 1))[:, None]
+            obs.append(values * present[:, :, None])
         else:
             obs.append(rng.normal(0.0, 2.0, (n,) + o.shape).astype(np.float32))
     masks = None

@@ -79,6 +79,11 @@ def _check_exportable(policy: Policy, legacy: bool) -> None:
             f"{policy.behavior_name}: recurrent policies (memory) are exported in the ML-Agents 2.0 "
             "form only; export without legacy names"
         )
+    if legacy and any(o.kind == ObservationKind.ENTITIES for o in policy.spec.observation_specs):
+        raise ExportError(
+            f"{policy.behavior_name}: entity (variable-length) observations have no TF-era (version 2) "
+            "form; export without legacy names"
+        )
     a = policy.spec.action_spec
     if legacy and policy.squashed and a.is_continuous:
         raise ExportError(

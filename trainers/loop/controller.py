@@ -51,6 +51,7 @@ from trainers.loop.checkpoints import run_relative
 from trainers.loop.curriculum import EnvironmentParameterManager
 from trainers.loop.evaluation import MAX_STEPS_PER_EPISODE, EvaluatedBehavior, EvaluationResult, Evaluator
 from trainers.loop.self_play import ActingGroup, SelfPlay, SelfPlayBehavior
+from trainers.loop.remote import ActedEnvStep, RemoteActingManager, RemoteBehavior
 from trainers.loop.status import CheckpointEntry, TrainingStatus
 from trainers.loop.threaded import BackgroundUpdater
 from trainers.loop.trajectory import AgentProcessor, Trajectory
@@ -59,6 +60,9 @@ from trainers.stats.reporter import StatsAggregation, StatsReporter
 from trainers.trainer import Trainer
 
 CheckpointHook = Callable[[Trainer, str], None]
+
+#: Trainers that learn from each agent's own reward only: group rewards get a warning.
+SINGLE_AGENT_TRAINERS = ("ppo", "sac")
 
 #: What an evaluation writes, at its step (`StatsReporter.write_now`).
 EVALUATION_REWARD_TAG = "Environment/Evaluation Reward"
@@ -104,6 +108,8 @@ class BehaviorState:
     ids: Tuple[str, ...] = ()
     next_evaluation: Optional[int] = None  # None: no ``evaluation:`` (or not training)
     best_reward: Optional[float] = None  # the best evaluation's mean return (kept by --resume)
+    # Not yet warned that this single-agent trainer ignores group rewards (`_warn_group_reward`).
+    warn_group_reward: bool = False
 
 
 @dataclass(slots=True)
@@ -179,6 +185,7 @@ class TrainerController:
                 stats[name],
                 self.layout.behavior_dir(name),
                 recurrent=trainer.actor.use_recurrent,
+                warn_group_reward=training and s.trainer_type in SINGLE_AGENT_TRAINERS,
                 ids=tuple(ids.get(name, (name,))),
             )
             state.next_summary = (trainer.step // s.summary_freq + 1) * s.summary_freq
@@ -199,8 +206,18 @@ class TrainerController:
         # with the policy.
         self._plain_groups: Dict[str, ActingGroup] = {}
         self.self_play = self._make_self_play(status) if training else None
+        # Workers that act themselves (Ray rollout workers, `trainers.loop.remote`) build
+        # their copies of the actors now; `_add_remote_actions` records what they did.
+        self.remote = isinstance(env, RemoteActingManager)
+        if isinstance(env, RemoteActingManager):
+            env.attach(
+                {n: RemoteBehavior(b.trainer.actor, b.trainer.spec, b.trainer.settings, b.ids)
+                 for n, b in self.behaviors.items()},
+                deterministic=not training,
+                version=lambda: len(self.timers.update_durations),  # the acting weights change with each update
+            )
         # Out of lockstep only where runs are not reproducible anyway (see the module docstring).
-        self.lockstep = not (
+        self.lockstep = self.remote or not (
             training and env.num_workers > 1 and any(b.updater is not None for b in self.behaviors.values())
         )
         self._stop_signal: Optional[int] = None
@@ -260,6 +277,10 @@ class TrainerController:
                     self._after_step()
                     t = time.perf_counter()
                     steps = self.env.wait_all() if self.lockstep else self.env.wait_some()
+                    if self.remote:  # the actions the workers took on the steps just recorded
+                        self.timers.env += time.perf_counter() - t
+                        self._add_remote_actions(acted, steps)
+                        t = time.perf_counter()
                 self.timers.env += time.perf_counter() - t
                 self.timers.env_steps += 1
                 self._record_env_stats(steps)
@@ -362,6 +383,8 @@ class TrainerController:
                     ]
                     # With discrete branches every part has a mask.
                     turn.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
+                if self.remote:  # the workers act (`_add_remote_actions`)
+                    continue
                 keys = (
                     [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
                     if b.recurrent
@@ -387,6 +410,10 @@ class TrainerController:
             learning = turn.group is None or turn.group.learning
             for env_step, bid in turn.parts:
                 decision, terminal = env_step.steps[bid]
+                # count_nonzero: a fifth of ndarray.any()'s cost on a few agents, every step
+                if b.warn_group_reward and (np.count_nonzero(terminal.group_reward)
+                                            or np.count_nonzero(decision.group_reward)):
+                    self._warn_group_reward(name, b)
                 trajectories, episodes = processor.add_terminal(env_step.worker_id, terminal)
                 trajectories += processor.add_decision(env_step.worker_id, decision)
                 for traj in trajectories:
@@ -413,11 +440,52 @@ class TrainerController:
                             info.memory[rows] if info.memory is not None else None,
                             info.prev_action[rows] if info.prev_action is not None else None,
                         )
-                if learning:
-                    b.trainer.step += turn.agents
-                elif self.self_play is not None:
-                    self.self_play.add_ghost_steps(name, turn.agents)
+            # Every agent that asked for a decision is a step (remote workers act for theirs).
+            if learning:
+                b.trainer.step += turn.agents
+            elif self.self_play is not None:
+                self.self_play.add_ghost_steps(name, turn.agents)
             self.timers.trajectories += time.perf_counter() - t
+
+    @staticmethod
+    def _warn_group_reward(name: str, b: BehaviorState) -> None:
+        """Once per behavior, as ML-Agents' ``RLTrainer._warn_if_group_reward``: PPO and SAC
+        learn from each agent's own reward; a group reward (`DecisionSteps.group_reward`)
+        reaches no buffer."""
+        b.warn_group_reward = False
+        print(
+            f"[WARNING] {name}: an agent received a group reward, but trainer_type {b.trainer.settings.trainer_type} "
+            f"is not a multi-agent trainer and ignores it; use trainer_type: poca for best results.",
+            flush=True,
+        )
+
+    def _add_remote_actions(self, acted: List[Turn], steps: List[EnvStep]) -> None:
+        """Workers that act themselves (`trainers.loop.remote`): the actions they took on
+        the steps of ``acted``, returned with ``steps``, join the agents' trajectories as
+        `_record` adds the actions `_act` chose. A worker that was replaced (its
+        `ActedEnvStep.restarted`) took none that count: its agents are dropped, unfinished
+        trajectories unsent, as `_reset_envs` drops every agent."""
+        t = time.perf_counter()
+        answered = {s.worker_id: s for s in steps if isinstance(s, ActedEnvStep)}
+        for worker, s in answered.items():
+            if s.restarted:
+                for b in self.behaviors.values():
+                    b.processor.drop_worker(worker)
+        for turn in acted:
+            obs, masks = turn.obs, turn.masks
+            if obs is None:
+                continue
+            processor = turn.group.processor if turn.group is not None else turn.behavior.processor
+            for (env_step, bid), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
+                new = answered.get(env_step.worker_id)
+                if rows.stop == rows.start or new is None or new.restarted:
+                    continue
+                info = new.acted[bid]  # rows in the order of ``decision``
+                processor.add_actions(
+                    env_step.worker_id, decision, [o[rows] for o in obs], info.raw_continuous, info.discrete,
+                    masks[rows] if masks is not None else None, info.log_probs, info.memory, info.prev_action,
+                )
+        self.timers.trajectories += time.perf_counter() - t
 
     def _after_step(self) -> None:
         if self.curriculum is not None:

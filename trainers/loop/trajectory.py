@@ -5,17 +5,35 @@ decision or terminal step brings the reward for that action. A trajectory is emi
 the agent's episode ends (``done``; ``interrupted`` when a time limit ended it) or when it
 reaches ``time_horizon`` steps (then the agent's current observation is the bootstrap
 observation and the agent goes on).
+
+**Groups** (ML-Agents' multi-agent groups, MA-POCA): an agent whose steps carry a
+``group_id`` other than 0 records, for each of its steps, the status of its groupmates at
+that env step (each mate's observation and action at its own last decision, its reward
+now, whether its episode ended now; ML-Agents' ``GroupmateStatus``), the group's reward,
+and at the trajectory's end the mates' current observations (``next_group_obs``) and
+whether every mate's episode had ended (``all_group_dones_reached``). A mate's status is
+its latest one, kept until its own episode ends (ML-Agents' ``_group_status``), so an
+agent that finished early drops out of the others' statuses while its own last
+trajectory bootstraps from the centralised critic over the mates still playing.
+
+Unlike ML-Agents, whose terminal agents see the statuses that their mates in the same
+env step's ``DecisionSteps`` had one step before, every status of an env step is gathered
+before any of its trajectories is built: the trajectory of a grouped agent whose episode
+ends in `add_terminal` is therefore returned by the `add_decision` call of the same
+worker that follows (the controller calls the two in that order). Agents without a group
+take none of these paths: their trajectories are exactly those of before (PPO, SAC).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
 AgentKey = Tuple[int, int]  # (worker id, agent id)
+GroupKey = Tuple[int, int]  # (worker id, group id); group ids are per worker, as agent ids
 
 
 @dataclass
@@ -33,6 +51,7 @@ class Trajectory:
         interrupted: it ended by a time limit (bootstrap anyway).
         memory: recurrent policies: ``[T, memory_size]`` the memory each step acted from.
         prev_action: recurrent + discrete: ``[T, branches]`` the previous action fed.
+        group: the agent's group data (`GroupData`), None for an agent in no group.
     """
 
     agent: AgentKey
@@ -47,6 +66,7 @@ class Trajectory:
     interrupted: bool
     memory: Optional[np.ndarray] = None
     prev_action: Optional[np.ndarray] = None
+    group: Optional["GroupData"] = None
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
@@ -57,9 +77,59 @@ class Trajectory:
         return not self.done or self.interrupted
 
 
+@dataclass
+class GroupData:
+    """What a trajectory of ``T`` steps of a grouped agent knows of its groupmates.
+
+    ``G`` is the most mates any of its steps saw (a mate absent at a step is a zero row
+    with ``present`` 0); ``G_next`` the mates whose current observation was known at the
+    end.
+
+    Attributes:
+        group_id: the agent's group id (> 0) on its worker.
+        obs: per observation spec ``[T, G, *shape]`` float32: each mate's observation at
+            its own last decision.
+        continuous_action: ``[T, G, c]`` raw; discrete_action: ``[T, G, b]`` int32: the
+            action each mate took there.
+        present: ``[T, G]`` float32, 1 where the mate is there.
+        group_reward: ``[T]`` the group's reward credited with each step.
+        mate_rewards: ``[T]`` the sum of the mates' own rewards at each step (ML-Agents'
+            POCA adds them to the extrinsic reward).
+        next_obs: per spec ``[G_next, *shape]``: the mates' observations after the last step.
+        all_done: every mate's episode had ended at the last step (True without mates):
+            ML-Agents' ``all_group_dones_reached``.
+    """
+
+    group_id: int
+    obs: List[np.ndarray]
+    continuous_action: np.ndarray
+    discrete_action: np.ndarray
+    present: np.ndarray
+    group_reward: np.ndarray
+    mate_rewards: np.ndarray
+    next_obs: List[np.ndarray]
+    all_done: bool
+
+    @property
+    def num_mates(self) -> int:
+        """``G``: the mate slots of each step."""
+        return int(self.present.shape[1])
+
+
+class _MateStatus(NamedTuple):
+    """A groupmate at one env step (ML-Agents' ``AgentStatus``)."""
+
+    obs: Sequence[np.ndarray]
+    cont: Optional[np.ndarray]
+    disc: Optional[np.ndarray]
+    reward: float
+    done: bool
+
+
 class _AgentRecord:
     __slots__ = (
-        "obs", "cont", "disc", "mask", "logp", "rewards", "memory", "prev", "pending", "episode_reward", "episode_length"
+        "obs", "cont", "disc", "mask", "logp", "rewards", "memory", "prev", "pending", "episode_reward", "episode_length",
+        "group_id", "mates", "group_reward",
     )
 
     def __init__(self) -> None:
@@ -74,6 +144,9 @@ class _AgentRecord:
         self.pending = False
         self.episode_reward = 0.0
         self.episode_length = 0
+        self.group_id = 0  # the group of the steps below (0: none; nothing else is kept)
+        self.mates: List[List[_MateStatus]] = []  # per step: the other members' statuses
+        self.group_reward: List[float] = []
 
 
 @dataclass(frozen=True)
@@ -94,9 +167,78 @@ class AgentProcessor:
         self.time_horizon = time_horizon
         self.record = record
         self._agents: Dict[AgentKey, _AgentRecord] = {}
+        # Groups (recording only): each group's members' latest statuses and current
+        # observations; grouped agents whose episode ended in `add_terminal`, waiting for
+        # the same env step's `add_decision` (per worker); the grouped agents that leave
+        # their group at the end of the worker's step.
+        self._status: Dict[GroupKey, Dict[AgentKey, _MateStatus]] = {}
+        self._current_obs: Dict[GroupKey, Dict[AgentKey, List[np.ndarray]]] = {}
+        self._held: Dict[int, List[Tuple[AgentKey, _AgentRecord, List[np.ndarray], bool]]] = {}
+        self._leaving: Dict[int, List[Tuple[GroupKey, AgentKey]]] = {}
+
+    @staticmethod
+    def _status_of(rec: _AgentRecord, reward: float, done: bool) -> _MateStatus:
+        """The status a pending agent shows its mates: the step it is being credited for."""
+        return _MateStatus(
+            rec.obs[-1], rec.cont[-1] if rec.cont else None, rec.disc[-1] if rec.disc else None, reward, done
+        )
+
+    def _set_status(self, gkey: GroupKey, key: AgentKey, status: _MateStatus, obs: List[np.ndarray]) -> None:
+        self._status.setdefault(gkey, {})[key] = status
+        self._current_obs.setdefault(gkey, {})[key] = obs
+
+    def _credit_group(self, key: AgentKey, rec: _AgentRecord, group_id: int, group_reward: float) -> None:
+        """Records the group's reward and the mates' statuses with the step just credited."""
+        # An agent that joined its group mid-trajectory has fewer entries than steps:
+        # `_group_data` gives its earlier steps no mates and no group reward.
+        rec.group_id = group_id
+        rec.group_reward.append(group_reward)
+        statuses = self._status.get((key[0], group_id), {})
+        rec.mates.append([s for k, s in statuses.items() if k != key])
+
+    def _group_data(self, key: AgentKey, rec: _AgentRecord, n: int) -> GroupData:
+        """The trajectory's `GroupData` from the record's per-step statuses."""
+        specs = self.spec.observation_specs
+        action = self.spec.action_spec
+        mates: List[List[_MateStatus]] = [[] for _ in range(n - len(rec.mates))] + rec.mates
+        group_reward = [0.0] * (n - len(rec.group_reward)) + rec.group_reward
+        width = max((len(m) for m in mates), default=0)
+        obs = [np.zeros((n, width) + tuple(o.shape), np.float32) for o in specs]
+        cont = np.zeros((n, width, action.continuous_size), np.float32)
+        disc = np.zeros((n, width, action.discrete_size), np.int32)
+        present = np.zeros((n, width), np.float32)
+        mate_rewards = np.zeros(n, np.float32)
+        for t, statuses in enumerate(mates):
+            for g, st in enumerate(statuses):
+                for i, o in enumerate(st.obs):
+                    obs[i][t, g] = o
+                if st.cont is not None:
+                    cont[t, g] = st.cont
+                if st.disc is not None:
+                    disc[t, g] = st.disc
+                present[t, g] = 1.0
+                mate_rewards[t] += st.reward
+        current = [o for k, o in self._current_obs.get((key[0], rec.group_id), {}).items() if k != key]
+        next_obs = [
+            np.stack([m[i] for m in current]).astype(np.float32, copy=False)
+            if current else np.zeros((0,) + tuple(spec.shape), np.float32)
+            for i, spec in enumerate(specs)
+        ]
+        return GroupData(
+            group_id=rec.group_id,
+            obs=obs,
+            continuous_action=cont,
+            discrete_action=disc,
+            present=present,
+            group_reward=np.asarray(group_reward, np.float32),
+            mate_rewards=mate_rewards,
+            next_obs=next_obs,
+            all_done=all(s.done for s in mates[-1]) if mates else True,
+        )
 
     def _emit(self, key: AgentKey, rec: _AgentRecord, next_obs: Sequence[np.ndarray], done: bool, interrupted: bool) -> Trajectory:
         n_obs = len(self.spec.observation_specs)
+        group = self._group_data(key, rec, len(rec.rewards)) if rec.group_id else None
         traj = Trajectory(
             agent=key,
             obs=[np.stack([o[i] for o in rec.obs]) for i in range(n_obs)],
@@ -110,19 +252,28 @@ class AgentProcessor:
             interrupted=interrupted,
             memory=np.stack(rec.memory) if rec.memory else None,
             prev_action=np.stack(rec.prev) if rec.prev else None,
+            group=group,
         )
         rec.obs, rec.cont, rec.disc, rec.mask, rec.logp, rec.rewards = [], [], [], [], [], []
         rec.memory, rec.prev = [], []
+        if rec.group_id:
+            rec.mates, rec.group_reward = [], []
         return traj
 
     def add_terminal(self, worker: int, terminal: TerminalSteps) -> Tuple[List[Trajectory], List[EpisodeEnd]]:
-        """Closes the episodes of the agents in ``terminal``."""
+        """Closes the episodes of the agents in ``terminal``.
+
+        A grouped agent's last trajectory comes from the `add_decision` call that follows
+        (the module's docstring); its `EpisodeEnd` comes now."""
         trajectories: List[Trajectory] = []
         episodes: List[EpisodeEnd] = []
         if not len(terminal.agent_id):  # most steps: nobody's episode ended
             return trajectories, episodes
+        gids = terminal.group_id.tolist() if self.record and terminal.group_id.any() else None
         for j, agent_id in enumerate(terminal.agent_id.tolist()):
             key = (worker, agent_id)
+            if gids is not None and gids[j] > 0:
+                self._leaving.setdefault(worker, []).append(((worker, gids[j]), key))
             rec = self._agents.pop(key, None)
             if rec is None or not rec.pending:
                 continue
@@ -132,14 +283,37 @@ class AgentProcessor:
             if self.record:
                 rec.rewards.append(reward)
                 obs = [o[j] for o in terminal.obs]
-                trajectories.append(self._emit(key, rec, obs, True, bool(terminal.interrupted[j])))
+                if gids is not None and gids[j] > 0:
+                    self._set_status((worker, gids[j]), key, self._status_of(rec, reward, True), obs)
+                    # The mates' statuses of this env step are complete after add_decision.
+                    self._credit_group(key, rec, gids[j], float(terminal.group_reward[j]))
+                    rec.mates.pop()
+                    self._held.setdefault(worker, []).append((key, rec, obs, bool(terminal.interrupted[j])))
+                else:
+                    trajectories.append(self._emit(key, rec, obs, True, bool(terminal.interrupted[j])))
             episodes.append(EpisodeEnd(key, rec.episode_reward, rec.episode_length))
         return trajectories, episodes
 
     def add_decision(self, worker: int, decision: DecisionSteps) -> List[Trajectory]:
-        """Credits rewards to pending steps; cuts trajectories at ``time_horizon``."""
+        """Credits rewards to pending steps; cuts trajectories at ``time_horizon``; emits
+        the last trajectories of the grouped agents whose episode ended in the
+        `add_terminal` call just before (same worker)."""
         trajectories = []
         rewards = decision.reward.tolist()
+        gids = decision.group_id.tolist() if self.record and decision.group_id.any() else None
+        if gids is not None:
+            # Every grouped agent's status at this env step, before any trajectory uses them.
+            for j, agent_id in enumerate(decision.agent_id.tolist()):
+                rec = self._agents.get((worker, agent_id))
+                if gids[j] > 0 and rec is not None and rec.pending:
+                    status = self._status_of(rec, rewards[j], False)
+                    self._set_status((worker, gids[j]), (worker, agent_id), status, [o[j] for o in decision.obs])
+        held = self._held.pop(worker, None)
+        if held:
+            for key, rec, obs, interrupted in held:
+                statuses = self._status.get((worker, rec.group_id), {})
+                rec.mates.append([s for k, s in statuses.items() if k != key])
+                trajectories.append(self._emit(key, rec, obs, True, interrupted))
         for j, agent_id in enumerate(decision.agent_id.tolist()):
             key = (worker, agent_id)
             rec = self._agents.get(key)
@@ -153,9 +327,22 @@ class AgentProcessor:
                 if not self.record:
                     continue
                 rec.rewards.append(rewards[j])
+                if gids is not None and gids[j] > 0:
+                    self._credit_group(key, rec, gids[j], float(decision.group_reward[j]))
                 if len(rec.rewards) >= self.time_horizon:
                     obs = [o[j] for o in decision.obs]
                     trajectories.append(self._emit(key, rec, obs, False, False))
+        leaving = self._leaving.pop(worker, None)
+        if leaving:  # ML-Agents' _clear_group_status_and_obs, after the whole step
+            for gkey, key in leaving:
+                statuses = self._status.get(gkey, {})
+                statuses.pop(key, None)
+                if not statuses:
+                    self._status.pop(gkey, None)
+                current = self._current_obs.get(gkey, {})
+                current.pop(key, None)
+                if not current:
+                    self._current_obs.pop(gkey, None)
         return trajectories
 
     def add_actions(
@@ -208,3 +395,17 @@ class AgentProcessor:
         next step starts each one afresh, as after an environment reset (ML-Agents'
         ``AgentProcessor.end_episode``; self-play's team change)."""
         self._agents.clear()
+        for table in (self._status, self._current_obs, self._held, self._leaving):
+            table.clear()
+
+    def drop_worker(self, worker: int) -> None:
+        """Forgets the agents of one env worker, as `end_episodes` forgets every agent: a
+        worker that was replaced (a Ray rollout worker that died, `trainers.loop.ray_rollouts`)
+        starts new episodes, and its agents' unfinished trajectories are dropped unsent."""
+        for key in [k for k in self._agents if k[0] == worker]:
+            del self._agents[key]
+        for groups in (self._status, self._current_obs):
+            for gkey in [g for g in groups if g[0] == worker]:
+                del groups[gkey]
+        self._held.pop(worker, None)
+        self._leaving.pop(worker, None)

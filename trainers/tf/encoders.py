@@ -6,12 +6,20 @@ image ``[B, H, W, C]`` to ``[B, hidden_units]`` before the shared body.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from envs.base_env import ObservationKind, ObservationSpec
 from trainers.exceptions import ConfigError
 from trainers.config import NetworkSettings
 from trainers.tf import tf
+from trainers.tf.attention import (
+    ATTENTION_EMBEDDING_SIZE,
+    NUM_HEADS,
+    entity_embedding,
+    get_zero_entities_mask,
+    residual_self_attention,
+    self_encoding,
+)
 from trainers.tf.layers import SWISH_BIAS_STD, Activation, conv2d, dense, flatten, get_activation, mlp
 from trainers.tf.normalizer import Normalizer
 
@@ -116,23 +124,55 @@ def build_body(
     """Encodes every observation and joins them: ``obs[i]`` ``[B, *shape_i]`` -> ``[B, hidden]``.
 
     Vector observations are normalised (when a normalizer is given) and concatenated; each
-    visual observation goes through its own CNN to ``hidden_units``; the concatenation then
-    goes through ``num_layers`` dense layers (the argument, when given, else the network's;
-    0 leaves the joined encodings as they are). ``extra`` ``[B, k]`` (SAC's Q networks: the
-    action) joins the concatenation before those layers.
+    visual observation goes through its own CNN to ``hidden_units``; entity observations
+    ``[B, E_i, F_i]`` go through `encode_entities` (``[B, 128]``, after the others); the
+    concatenation then goes through ``num_layers`` dense layers (the argument, when given,
+    else the network's; 0 leaves the joined encodings as they are). ``extra`` ``[B, k]``
+    (SAC's Q networks: the action) joins the concatenation before those layers.
     """
     act = get_activation(network.activation)
     parts = []
+    entities = []
     with tf.variable_scope(name):
         for i, (x, spec, norm) in enumerate(zip(obs, specs, normalizers)):
             if spec.kind == ObservationKind.VISUAL:
                 with tf.variable_scope(f"visual_{i}"):
                     h = _VISUAL[network.vis_encode_type](x, act)
                     parts.append(dense(h, network.hidden_units, "dense", act))
+            elif spec.kind == ObservationKind.ENTITIES:
+                entities.append((i, x))  # never normalised, as ML-Agents' EntityEmbedding
             else:
                 parts.append(norm.normalize(x) if norm is not None else x)
+        if entities:
+            parts.append(encode_entities(entities, parts))
         if extra is not None:
             parts.append(extra)
         joined = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
         layers = network.num_layers if num_layers is None else num_layers
         return mlp(joined, network.hidden_units, layers, act, "body", body_bias_std(network, normalizers))
+
+
+def encode_entities(entities: Sequence[Tuple[int, tf.Tensor]], others: Sequence[tf.Tensor]) -> tf.Tensor:
+    """ML-Agents' variable-length branch of `ObservationEncoder`: ``[B, 128]``.
+
+    ``entities``: (observation index, ``[B, E_i, F_i]``) for each entity observation;
+    ``others``: the other observations' encodings ``[B, k_j]`` (normalised vectors, CNN
+    outputs). As ML-Agents: the others, concatenated, go through one swish layer to the
+    agent's "self" ``[B, 128]``, concatenated to every entity of every entity observation
+    (`entity_embedding`, one per observation, scope ``entities_<i>``); the embeddings of
+    all entity observations are joined ``[B, sum E_i, 128]`` and go through one
+    `residual_self_attention` (4 heads) whose mask is the zero rows
+    (`get_zero_entities_mask`). Without other observations the entities are embedded
+    alone.
+    """
+    encoded_self = None
+    if others:
+        joined = others[0] if len(others) == 1 else tf.concat(list(others), axis=1)
+        encoded_self = self_encoding(joined, ATTENTION_EMBEDDING_SIZE, "self_encoding")
+    embeddings = [
+        entity_embedding(x, ATTENTION_EMBEDDING_SIZE, f"entities_{i}", self_obs=encoded_self) for i, x in entities
+    ]
+    masks = [get_zero_entities_mask(x) for _, x in entities]
+    qkv = embeddings[0] if len(embeddings) == 1 else tf.concat(embeddings, axis=1)
+    mask = masks[0] if len(masks) == 1 else tf.concat(masks, axis=1)
+    return residual_self_attention(qkv, mask, NUM_HEADS, "attention")

@@ -132,19 +132,15 @@ def test_deterministic_is_refused_for_training_and_accepted_for_inference():
     assert options.checkpoint_settings.inference and warnings == []
 
 
-@pytest.mark.parametrize(
-    "name, expected",
-    [
-        ("poca.yaml", "behaviors.SoccerTwos.trainer_type: poca: not supported (MA-POCA"),
-    ],
-)
-def test_unsupported_features_say_not_supported(name, expected):
-    path = fixture(name)
-    with pytest.raises(ConfigError) as info:
-        load(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}: {expected}") and "\n" not in message
-    assert "unknown value" not in message
+def test_poca_section_loads_with_ppo_hyperparameters():
+    """MA-POCA (trainers/poca/) takes PPO's hyperparameters, as ML-Agents' POCASettings."""
+    from trainers.config import POCASettings
+
+    options, warnings = load(fixture("poca.yaml"))
+    settings = options.behaviors["SoccerTwos"]
+    assert settings.trainer_type == "poca" and warnings == []
+    assert isinstance(settings.hyperparameters, POCASettings)
+    assert (settings.hyperparameters.batch_size, settings.hyperparameters.buffer_size) == (2048, 20480)
 
 
 def test_rnd_section_of_pyramids_rnd_loads():

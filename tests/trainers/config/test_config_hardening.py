@@ -76,8 +76,8 @@ def test_a_behavior_sections_trainer_is_checked_before_its_keys(tmp_path):
 
 
 def test_nested_trainer_type_is_checked_before_the_sections_keys(tmp_path):
-    path = write(tmp_path, "behaviors:\n  A: {trainer_type: poca, self_play: {window: 10}}\n")
-    assert error(path).startswith(f"{path}: behaviors.A.trainer_type: poca: not supported (MA-POCA")
+    path = write(tmp_path, "behaviors:\n  A: {trainer_type: offline_bc, self_play: {window: 10}}\n")
+    assert error(path).startswith(f"{path}: behaviors.A.trainer_type: offline_bc: not supported")
 
 
 # ------------------------------------------------------ item 3: the stray gamma of SAC files
@@ -308,7 +308,7 @@ def test_every_size_ml_agents_ships_and_every_limit_itself_loads(tmp_path):
 def test_a_long_value_is_cut_in_the_error_line(tmp_path):
     path = write(tmp_path, "behaviors:\n  A:\n    trainer_type: " + "p" * 4000 + "\n")
     message = error(path)
-    assert len(message) < 300 and "... (4000 characters); expected one of ppo, sac" in message
+    assert len(message) < 300 and "... (4000 characters); expected one of ppo, sac, poca" in message
     path = write(tmp_path, "behaviors:\n  A:\n    max_steps: '" + "x" * 5000 + "'\n")
     message = error(path)
     assert len(message) < 250 and message.endswith("... (5000 characters)")

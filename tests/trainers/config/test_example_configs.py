@@ -23,6 +23,13 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
 #: fixture -> LookAlike ``env_args`` (the game's behaviors, spaces and parameter names).
 EXAMPLES: Dict[str, Dict[str, Any]] = {
     "release_22_PyramidsRND.yaml": {"behaviors": {"Pyramids?team=0": {"vector": [148], "discrete": [4]}}},
+    # Sorter: 4 floats (position, orientation), a BufferSensor of up to 20 tiles x 23 floats
+    # (Learning-Environment-Examples.md; the game's SorterAgent), 3 discrete branches of 3;
+    # the curriculum's environment parameter num_tiles.
+    "release_22_Sorter_curriculum.yaml": {
+        "behaviors": {"Sorter?team=0": {"vector": [4], "entities": [[20, 23]], "discrete": [3, 3, 3]}},
+        "parameters": ["num_tiles"],
+    },
 }
 
 

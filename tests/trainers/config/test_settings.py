@@ -438,7 +438,7 @@ Walker:
         ),
         (
             "behaviors: {A: {trainer_type: ppo2}}",
-            "behaviors.A.trainer_type: unknown value 'ppo2'; expected one of ppo, sac; "
+            "behaviors.A.trainer_type: unknown value 'ppo2'; expected one of ppo, sac, poca; "
             "did you mean ppo?",
         ),
         (
@@ -483,7 +483,14 @@ Walker:
             "behaviors: {A: {reward_signals: {rnd: {learning_rate: 0}}}}",
             "behaviors.A.reward_signals.rnd.learning_rate: expected a number > 0",
         ),
-        ("behaviors: {A: {trainer_type: poca}}", "behaviors.A.trainer_type: poca: not supported (MA-POCA"),
+        (
+            "behaviors: {A: {trainer_type: poca, network_settings: {memory: {}}}}",
+            "behaviors.A.network_settings.memory: recurrent POCA (LSTM) is not supported yet",
+        ),
+        (
+            "behaviors: {A: {trainer_type: poca, hyperparameters: {shared_critic: true}}}",
+            "behaviors.A.hyperparameters.shared_critic: true is not supported with trainer_type poca",
+        ),
         ("default: {trainer: offline_bc}", "default.trainer: offline_bc: not supported"),
         (
             "behaviors: {A: {network_settings: {deterministic: true}}}",

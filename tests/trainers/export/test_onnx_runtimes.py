@@ -36,6 +36,11 @@ MODELS: Dict[str, Tuple[BehaviorSpec, NetworkSettings]] = {
     "continuous": (BehaviorSpec((ObservationSpec((4,)), ObservationSpec((3,))), ActionSpec(2)), NetworkSettings()),
     "discrete": (BehaviorSpec((ObservationSpec((6,)),), ActionSpec(0, (3, 2))), NetworkSettings()),
     "hybrid": (BehaviorSpec((ObservationSpec((5,)),), _HYBRID), NetworkSettings()),
+    # Entity observations (BufferSensor): embeddings + masked residual self-attention.
+    "entities": (
+        BehaviorSpec((ObservationSpec((4,)), ObservationSpec((5, 3), "buffer", "entities")), _HYBRID),
+        NetworkSettings(),
+    ),
     **{
         f"visual_{encoder}": (
             BehaviorSpec((_IMAGE, ObservationSpec((4,))), _HYBRID),
