@@ -59,6 +59,8 @@ ADVANTAGES = "advantages"
 MASKS = "masks"
 MEMORY = "memory"
 CRITIC_MEMORY = "critic_memory"
+#: MA-POCA's baseline memory ``[T, m]`` (recurrent), as `CRITIC_MEMORY` for its baseline.
+BASELINE_MEMORY = "baseline_memory"
 PREV_ACTION = "prev_action"
 RESET = "reset"
 SAC_NOISE = "sac_noise"

@@ -252,8 +252,9 @@ TRAINER_KINDS: Dict[str, TrainerKind] = {
     # Updates run every few env steps, so no thread. Recurrent: sequences in the replay
     # buffer (trainers/sac/).
     "sac": TrainerKind(SACSettings, recurrent=True, cluster=False, threaded_updates=False, squashed=True, self_play=True),
-    # MA-POCA (trainers/poca/): feed-forward only for now; updates between env steps.
-    "poca": TrainerKind(POCASettings, recurrent=False, cluster=False, threaded_updates=False, squashed=False, self_play=True),
+    # MA-POCA (trainers/poca/): updates between env steps. Recurrent: padded sequences
+    # only (pack_sequences refused in TrainerSettings).
+    "poca": TrainerKind(POCASettings, recurrent=True, cluster=False, threaded_updates=False, squashed=False, self_play=True),
 }
 HYPERPARAMETER_TYPES: Dict[str, Type[Any]] = {name: kind.hyperparameters for name, kind in TRAINER_KINDS.items()}
 
@@ -605,6 +606,12 @@ class TrainerSettings:
                 "section or use trainer_type: ppo",
             )
         memory = self.network_settings.memory
+        if memory is not None and isinstance(self.hyperparameters, POCASettings) and self.hyperparameters.pack_sequences:
+            raise _InvalidField(
+                "hyperparameters.pack_sequences",
+                "true is not supported with trainer_type poca and network_settings.memory (recurrent POCA "
+                "pads its sequences); remove it",
+            )
         if memory is not None and isinstance(self.hyperparameters, SACSettings):
             if self.hyperparameters.buffer_size < memory.sequence_length:
                 # The replay buffer stores whole sequences.

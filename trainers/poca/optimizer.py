@@ -25,12 +25,20 @@ row-wise split (`trainers.tf.towers`) never separates what one row's losses need
 steps may go to several towers, each row with all of its group. ``tests/trainers/
 test_poca.py`` checks that 1, 2 and 4 towers give the same update.
 
+**Recurrent** (``network_settings.memory``): the actor is recurrent PPO's; critic and
+baseline share one LSTM (``critic/lstm``) between the dense layers and the member count, as
+ML-Agents' ``MultiAgentNetworkBody``, each stream from its own memory (``critic_memory``,
+``baseline_memory``). Trajectories are unrolled in one run from the agent's carried
+memories (`POCAOptimizer.trajectory_group_values`); the update reads whole padded sequences
+(recurrent PPO's layout: each sequence from its first row's memories) and the towers split
+by whole sequences (``tests/trainers/test_poca_memory.py``).
+
 The class reuses `PPOOptimizer`'s update run (``update``, ``_feeds``) over its own graph:
 the same attribute names, built by its own ``__init__``.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,13 +48,17 @@ from trainers.fields import (
     ACTION_MASK,
     ADVANTAGES,
     BASELINE_ESTIMATES,
+    BASELINE_MEMORY,
     CONTINUOUS_ACTION,
+    CRITIC_MEMORY,
     DISCRETE_ACTION,
     GROUP_CONTINUOUS_ACTION,
     GROUP_DISCRETE_ACTION,
     GROUP_PRESENT,
     LOG_PROBS,
     MASKS,
+    MEMORY,
+    PREV_ACTION,
     RETURNS,
     VALUE_ESTIMATES,
     group_obs_key,
@@ -62,6 +74,7 @@ from trainers.tf import tf
 from trainers.tf.attention import NUM_HEADS, entity_embedding, residual_self_attention
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import get_activation, mlp
+from trainers.tf.lstm import lstm_sequences, lstm_trajectory
 from trainers.tf.normalizer import Normalizer
 from trainers.tf.session import FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerOutput, build_towers, masked_mean
@@ -85,7 +98,7 @@ def _encode(obs: Sequence[tf.Tensor], spec: BehaviorSpec, network: NetworkSettin
     return build_body(obs, spec.observation_specs, network, normalizers, "encoder", num_layers=0)
 
 
-def build_poca_critic(
+def poca_encodings(
     obs: Sequence[tf.Tensor],
     group_obs: Sequence[tf.Tensor],
     group_actions: Optional[tf.Tensor],
@@ -93,10 +106,12 @@ def build_poca_critic(
     spec: BehaviorSpec,
     network: NetworkSettings,
     normalizers: Sequence[Optional[Normalizer]],
-    signal_names: Sequence[str],
     max_group_size: tf.Tensor,
-) -> Tuple[Dict[str, tf.Tensor], Optional[Dict[str, tf.Tensor]]]:
-    """The centralised critic and (with ``group_actions``) the baseline, per signal ``[B]``.
+) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
+    """ML-Agents' ``MultiAgentNetworkBody`` up to its LSTM, in the critic's scope: per
+    stream (``"critic"`` and, with ``group_actions``, ``"baseline"``) the encoding after
+    the attention and the dense layers ``[B, hidden]``, and the scaled member count ``[B,
+    1]`` that joins it after the LSTM (`build_poca_critic`: straight away).
 
     Args:
         obs: the agent's own ``obs[i]`` ``[B, *shape_i]``.
@@ -105,8 +120,6 @@ def build_poca_critic(
             baseline (the bootstrap values).
         present: ``[B, G]`` float32, 1 for a mate, 0 for a padded slot.
         max_group_size: scalar float32, the most members (agent included) seen.
-    Returns:
-        (signal -> critic values ``[B]``, signal -> baselines ``[B]`` or None).
     """
     hidden = network.hidden_units
     with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
@@ -134,14 +147,42 @@ def build_poca_critic(
                 tf.concat([absent, own_absent], axis=1),
             )
         act = get_activation(network.activation)
-        out: Dict[str, Dict[str, tf.Tensor]] = {}
+        out: Dict[str, Tuple[tf.Tensor, tf.Tensor]] = {}
         for name, (entities, mask) in streams.items():
             attended = residual_self_attention(entities, mask, NUM_HEADS, "self_attention")  # [B, h]
             encoding = mlp(attended, hidden, network.num_layers, act, "linear_encoder")
             members = tf.reduce_sum(1.0 - mask, axis=1, keepdims=True)  # [B, 1]
-            scaled = members * 2.0 / max_group_size - 1.0  # -1 alone, +1 at the most seen
-            out[name] = value_heads(tf.concat([encoding, scaled], axis=1), signal_names)
-        return out["critic"], out.get("baseline")
+            out[name] = (encoding, members * 2.0 / max_group_size - 1.0)  # -1 alone, +1 at the most seen
+        return out
+
+
+def poca_heads(encoding: tf.Tensor, scaled_members: tf.Tensor, signal_names: Sequence[str]) -> Dict[str, tf.Tensor]:
+    """The value heads (shared by critic and baseline, as ML-Agents) on ``concat(encoding
+    [B, e], scaled_members [B, 1])``: signal -> ``[B]``."""
+    with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+        return value_heads(tf.concat([encoding, scaled_members], axis=1), signal_names)
+
+
+def build_poca_critic(
+    obs: Sequence[tf.Tensor],
+    group_obs: Sequence[tf.Tensor],
+    group_actions: Optional[tf.Tensor],
+    present: tf.Tensor,
+    spec: BehaviorSpec,
+    network: NetworkSettings,
+    normalizers: Sequence[Optional[Normalizer]],
+    signal_names: Sequence[str],
+    max_group_size: tf.Tensor,
+) -> Tuple[Dict[str, tf.Tensor], Optional[Dict[str, tf.Tensor]]]:
+    """The feed-forward centralised critic and (with ``group_actions``) the baseline, per
+    signal ``[B]`` (arguments: `poca_encodings`).
+
+    Returns:
+        (signal -> critic values ``[B]``, signal -> baselines ``[B]`` or None).
+    """
+    streams = poca_encodings(obs, group_obs, group_actions, present, spec, network, normalizers, max_group_size)
+    out = {name: poca_heads(encoding, scaled, signal_names) for name, (encoding, scaled) in streams.items()}
+    return out["critic"], out.get("baseline")
 
 
 class POCAOptimizer(PPOOptimizer):
@@ -156,7 +197,7 @@ class POCAOptimizer(PPOOptimizer):
     ) -> None:
         OptimizerBase.__init__(self, policy, settings, signals, devices)
         hp = settings.hyperparameters
-        assert isinstance(hp, PPOSettings) and policy.sequence_length == 1  # POCA: feed-forward only
+        assert isinstance(hp, PPOSettings) and not hp.pack_sequences  # refused when the config loads
         self.hyperparameters: PPOSettings = hp
         spec = policy.spec
         with policy.graph.as_default():
@@ -188,7 +229,10 @@ class POCAOptimizer(PPOOptimizer):
             self._signal_groups = self._wiring.groups
             self.groups = groups
             batch = {**self.placeholders, **self.signal_placeholders}
-            self.towers = build_towers(self._build_tower, batch, groups, self.devices)
+            # Recurrent: the towers split minibatches by whole sequences, as recurrent PPO's.
+            self.towers = build_towers(
+                self._build_tower, batch, groups, self.devices, sequence_length=policy.sequence_length
+            )
             post_ops: List[tf.Operation] = [op for ops in self._wiring.post_apply_ops(self.towers).values() for op in ops]
             with tf.control_dependencies(list(self.towers.apply_ops.values())):
                 step_update = tf.assign(policy.behavior_graph.global_step, self.current_step)
@@ -204,6 +248,11 @@ class POCAOptimizer(PPOOptimizer):
         self._update_fn: Optional[FastCallable] = None
         self._trajectory_fn: Optional[FastCallable] = None
         self._known_group_size: Optional[float] = None  # the variable's value, read lazily
+        # Recurrent: the critic's and the baseline's memory of every agent between its
+        # trajectories (process time, as PPO's critic memories; dropped when its episode
+        # ends, never saved); absent = zeros.
+        self.critic_memory_dict: Dict[Hashable, np.ndarray] = {}
+        self.baseline_memory_dict: Dict[Hashable, np.ndarray] = {}
 
     # ---------------------------------------------------------------- graph
 
@@ -224,6 +273,15 @@ class POCAOptimizer(PPOOptimizer):
                 ph[ACTION_MASK] = tf.placeholder(tf.float32, [None, sum(a.discrete_branches)], ACTION_MASK)
                 ph[GROUP_DISCRETE_ACTION] = tf.placeholder(tf.int32, [None, None, a.discrete_size], GROUP_DISCRETE_ACTION)
             ph[GROUP_PRESENT] = tf.placeholder(tf.float32, [None, None], GROUP_PRESENT)
+            if self.policy.use_recurrent:
+                m = self.policy.memory_size
+                # Per row, the memory its step started from; the update reads each
+                # sequence's first row (padded layout: sequences start at trajectory rows
+                # 0, L, 2L, ...).
+                for key in (MEMORY, CRITIC_MEMORY, BASELINE_MEMORY):
+                    ph[key] = tf.placeholder(tf.float32, [None, m], key)
+                if a.is_discrete:
+                    ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
             ph[LOG_PROBS] = tf.placeholder(tf.float32, [None], LOG_PROBS)
             ph[ADVANTAGES] = tf.placeholder(tf.float32, [None], ADVANTAGES)
             ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
@@ -233,19 +291,43 @@ class POCAOptimizer(PPOOptimizer):
             add_signal_field_placeholders(ph, self.signals, spec)
         return ph
 
-    def _critic(self, source: Mapping[str, tf.Tensor], obs: Sequence[tf.Tensor], baseline: bool
-                ) -> Tuple[Dict[str, tf.Tensor], Optional[Dict[str, tf.Tensor]]]:
+    def _streams(self, source: Mapping[str, tf.Tensor], obs: Sequence[tf.Tensor]) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
+        """`poca_encodings` of the critic and the baseline over ``source``'s group fields."""
         spec = self.policy.spec
         n_obs = len(spec.observation_specs)
-        actions = None
-        if baseline:
-            actions = flat_actions(
-                source.get(GROUP_CONTINUOUS_ACTION), source.get(GROUP_DISCRETE_ACTION),
-                spec.action_spec.discrete_branches,
-            )
-        return build_poca_critic(
+        actions = flat_actions(
+            source.get(GROUP_CONTINUOUS_ACTION), source.get(GROUP_DISCRETE_ACTION), spec.action_spec.discrete_branches,
+        )
+        return poca_encodings(
             obs, [source[group_obs_key(i)] for i in range(n_obs)], actions, source[GROUP_PRESENT], spec,
-            self.settings.network_settings, self.policy.normalizers, list(self.signals), self.max_group_size,
+            self.settings.network_settings, self.policy.normalizers, self.max_group_size,
+        )
+
+    def _critic(self, source: Mapping[str, tf.Tensor], obs: Sequence[tf.Tensor]
+                ) -> Tuple[Dict[str, tf.Tensor], Dict[str, tf.Tensor]]:
+        """Critic values and baselines on whole sequences of ``source`` (the update's rows).
+
+        Recurrent: the critic's LSTM (``critic/lstm``, ML-Agents' one LSTM of the
+        ``MultiAgentNetworkBody``, after the dense layers) runs each stream from its own
+        memories, ``source[CRITIC_MEMORY]`` / ``source[BASELINE_MEMORY]`` ``[S * L, m]``
+        read at sequence starts. Both streams share the weights, so they run as ``2S``
+        sequences of one unroll (half the unrolled ops of two). No step mask: padding sits
+        at a trajectory's end, after every real row of its sequence, and the final
+        memories are not used."""
+        streams = self._streams(source, obs)
+        memory = self.settings.network_settings.memory
+        if memory is None:
+            heads = {name: poca_heads(enc, scaled, list(self.signals)) for name, (enc, scaled) in streams.items()}
+            return heads["critic"], heads["baseline"]
+        length = self.policy.sequence_length
+        (critic, critic_scaled), (baseline, baseline_scaled) = streams["critic"], streams["baseline"]
+        starts = tf.concat([source[CRITIC_MEMORY][::length], source[BASELINE_MEMORY][::length]], axis=0)  # [2S, m]
+        with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+            out, _ = lstm_sequences(tf.concat([critic, baseline], axis=0), starts, length, memory.memory_size, "lstm")
+        critic_out, baseline_out = tf.split(out, 2, axis=0)  # [S * L, m / 2] each
+        return (
+            poca_heads(critic_out, critic_scaled, list(self.signals)),
+            poca_heads(baseline_out, baseline_scaled, list(self.signals)),
         )
 
     def _build_tower(self, shard: Dict[str, tf.Tensor]) -> TowerOutput:
@@ -254,12 +336,15 @@ class POCAOptimizer(PPOOptimizer):
         spec = policy.spec
         obs = [shard[obs_key(i)] for i in range(len(spec.observation_specs))]
         mask = shard[MASKS]
+        memory = shard.get(MEMORY)
+        if memory is not None:  # recurrent PPO's actor, padded layout: each sequence's first row
+            memory = memory[:: policy.sequence_length]
         actor: ActorTensors = build_actor(
             obs, shard.get(ACTION_MASK), spec, self.settings.network_settings, policy.normalizers,
             log_std_init=self.hyperparameters.log_std_init,
+            memory_in=memory, sequence_length=policy.sequence_length, prev_action=shard.get(PREV_ACTION),
         )
-        values, baselines = self._critic(shard, obs, baseline=True)
-        assert baselines is not None
+        values, baselines = self._critic(shard, obs)
         eps = self.epsilon
         log_prob = actor.log_prob(shard.get(CONTINUOUS_ACTION), shard.get(DISCRETE_ACTION))
         ratio = tf.exp(log_prob - shard[LOG_PROBS])
@@ -313,10 +398,30 @@ class POCAOptimizer(PPOOptimizer):
                     tf.int32, [None, None, a.discrete_size], GROUP_DISCRETE_ACTION
                 )
             self.value_inputs[GROUP_PRESENT] = tf.placeholder(tf.float32, [None, None], GROUP_PRESENT)
-        values, baselines = self._critic(self.value_inputs, self.policy.obs, baseline=True)
-        assert baselines is not None
-        self.values = values
-        self.baselines = baselines
+        streams = self._streams(self.value_inputs, self.policy.obs)
+        #: Per stream, the encoding before the LSTM and the scaled member count (the
+        #: closed forms of tests/trainers/test_poca_memory.py read them).
+        self.value_streams = streams
+        memory = self.settings.network_settings.memory
+        self.critic_memory_in: Optional[tf.Tensor] = None
+        self.baseline_memory_in: Optional[tf.Tensor] = None
+        self.memory_outs: List[tf.Tensor] = []
+        if memory is not None:
+            # One trajectory unrolled in one run from the agent's carried memories (each
+            # stream its own; `lstm_trajectory`'s fused op), the memory after every step out.
+            encoded: Dict[str, Tuple[tf.Tensor, tf.Tensor]] = {}
+            for name in ("critic", "baseline"):
+                memory_in = tf.placeholder(tf.float32, [1, memory.memory_size], f"{name}_memory_in")
+                setattr(self, f"{name}_memory_in", memory_in)
+                encoding, scaled = streams[name]
+                with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):
+                    out, states = lstm_trajectory(encoding, memory_in, memory.memory_size, "lstm")
+                self.memory_outs.append(states)  # [T + 1, m]
+                encoded[name] = (out, scaled)
+            streams = encoded
+        heads = {name: poca_heads(enc, scaled, list(self.signals)) for name, (enc, scaled) in streams.items()}
+        self.values = heads["critic"]
+        self.baselines = heads["baseline"]
 
     # -------------------------------------------------------------- running
 
@@ -336,14 +441,36 @@ class POCAOptimizer(PPOOptimizer):
     def group_values(
         self, obs: Sequence[np.ndarray], next_obs: Sequence[np.ndarray], group: Optional[GroupData]
     ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+        """Critic values and baselines of one trajectory, in one run (recurrent: from zero
+        memories, nothing carried; `trajectory_group_values` carries an agent's)."""
+        values, baselines, _ = self.trajectory_group_values(obs, next_obs, group)
+        return values, baselines
+
+    def trajectory_group_values(
+        self,
+        obs: Sequence[np.ndarray],
+        next_obs: Sequence[np.ndarray],
+        group: Optional[GroupData],
+        agent: Optional[Hashable] = None,
+        done: bool = False,
+    ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray], Optional[Tuple[np.ndarray, np.ndarray]]]:
         """Critic values and baselines of one trajectory, in one run.
 
         Args:
             obs: the agent's ``obs[i]`` ``[T, *shape]``; next_obs: ``[1, *shape]``.
             group: its mates (`GroupData`); None: no mates.
+            agent: recurrent: the agent whose critic and baseline memories to start from
+                and carry (None: zeros, nothing kept).
+            done: the agent's episode ended with this trajectory (its memories are dropped).
         Returns:
             (signal -> ``[T + 1]`` critic values, the last one over ``next_obs`` and the
-            mates' next observations; signal -> ``[T]`` baselines).
+            mates' next observations; signal -> ``[T]`` baselines; recurrent: the critic's
+            and the baseline's memory each step started from, ``[T, m]`` each, else None).
+            Recurrent, the whole trajectory is unrolled from the agent's memories (what
+            ML-Agents' ``_evaluate_by_sequence_team`` gets sequence by sequence), the
+            bootstrap row as the step after the last (ML-Agents' ``critic_pass`` of the
+            next observations from the memory after the trajectory); the memories after
+            the last step are kept for the agent's next trajectory.
         """
         spec = self.policy.spec
         a = spec.action_spec
@@ -369,18 +496,40 @@ class POCAOptimizer(PPOOptimizer):
             feeds[GROUP_CONTINUOUS_ACTION] = cont
         if a.is_discrete:
             feeds[GROUP_DISCRETE_ACTION] = disc
+        recurrent = self.critic_memory_in is not None and self.baseline_memory_in is not None
         if self._trajectory_fn is None:
             fetches = [self.values[s] for s in self.signals] + [self.baselines[s] for s in self.signals]
-            self._trajectory_fn = FastCallable(
-                self.policy.session, fetches, list(self.policy.obs) + list(self.value_inputs.values())
-            )
+            inputs = list(self.policy.obs) + list(self.value_inputs.values())
+            if self.critic_memory_in is not None and self.baseline_memory_in is not None:
+                fetches += self.memory_outs
+                inputs += [self.critic_memory_in, self.baseline_memory_in]
+            self._trajectory_fn = FastCallable(self.policy.session, fetches, inputs)
         rows = [np.concatenate([o, nxt], axis=0) for o, nxt in zip(obs, next_obs)]
-        out = self._trajectory_fn(*rows, *[feeds[k] for k in self.value_inputs])
+        args = [*rows, *[feeds[k] for k in self.value_inputs]]
+        starts: List[np.ndarray] = []
+        if recurrent:
+            zeros = np.zeros(self.policy.memory_size, np.float32)
+            for memories in (self.critic_memory_dict, self.baseline_memory_dict):
+                start = memories.get(agent, zeros) if agent is not None else zeros
+                starts.append(start)
+                args.append(start[None])
+        out = self._trajectory_fn(*args)
         k = len(self.signals)
         values = {s: v for s, v in zip(self.signals, out[:k])}
         # The bootstrap row's baseline is not one (its "mates' actions" are zeros).
-        baselines = {s: b[:n] for s, b in zip(self.signals, out[k:])}
-        return values, baselines
+        baselines = {s: b[:n] for s, b in zip(self.signals, out[k : 2 * k])}
+        if not recurrent:
+            return values, baselines, None
+        started: List[np.ndarray] = []
+        for start, states, memories in zip(starts, out[2 * k :], (self.critic_memory_dict, self.baseline_memory_dict)):
+            # states [T + 1, m]: after each step (the last: after the bootstrap row).
+            started.append(np.concatenate([start[None], states[: n - 1]], axis=0))
+            if agent is not None:
+                if done:
+                    memories.pop(agent, None)
+                else:
+                    memories[agent] = states[n - 1]
+        return values, baselines, (started[0], started[1])
 
     def update_separately(self, minibatch: Mapping[str, np.ndarray], step: int, extra_feed: Dict[tf.Tensor, np.ndarray]) -> Dict[str, float]:
         """PPO's benchmark-only mode (one run per network) is not built for POCA."""

@@ -16,6 +16,10 @@ The buffer pads the groupmate fields ``[T, G, ...]`` to its widest group ``G`` (
 what it holds when a wider group arrives, a rare event), so minibatches are plain row
 slices; `POCAOptimizer`'s placeholders take any ``G``.
 
+Recurrent: the actor's, the critic's and the baseline's memories go into the buffer with
+each step, and each trajectory is padded at its end to whole sequences (recurrent PPO's
+padded layout; `pack_sequences` is refused for POCA when the config loads).
+
 The update loop is PPO's (`PPOTrainer.update`): buffer-wide advantage normalisation,
 ``num_epoch`` shuffled passes, one ``sess.run`` per minibatch, behavioral cloning after.
 """
@@ -27,18 +31,22 @@ import numpy as np
 
 from envs.base_env import BehaviorSpec
 from trainers.bc import BCModule
-from trainers.buffer import AgentBuffer, get_gae
+from trainers.buffer import AgentBuffer, get_gae, pad_trajectory_end
 from trainers.config import PPOSettings, TrainerSettings
 from trainers.fields import (
     ADVANTAGE,
     ADVANTAGES,
     BASELINE_ESTIMATES,
+    BASELINE_MEMORY,
+    CRITIC_MEMORY,
     ENVIRONMENT_REWARDS,
     GROUP_CONTINUOUS_ACTION,
     GROUP_DISCRETE_ACTION,
     GROUP_PRESENT,
     LOG_PROBS,
     MASKS,
+    MEMORY,
+    PREV_ACTION,
     RETURNS,
     REWARDS,
     VALUE_ESTIMATES,
@@ -67,7 +75,7 @@ def lambda_returns(rewards: np.ndarray, values: np.ndarray, value_next: float, g
 
 
 class POCATrainer(PPOTrainer):
-    """Trains one behavior's groups with MA-POCA (feed-forward networks)."""
+    """Trains one behavior's groups with MA-POCA (feed-forward or recurrent networks)."""
 
     def __init__(  # noqa: PPOTrainer.__init__ would build PPO's optimizer: Trainer's only
         self,
@@ -129,7 +137,9 @@ class POCATrainer(PPOTrainer):
         if group is not None:
             members += max(int(group.present.sum(axis=1).max(initial=0)), len(group.next_obs[0]))
         self.optimizer.observe_group_size(members)
-        values, baselines = self.optimizer.group_values(traj.obs, traj.next_obs, group)
+        values, baselines, memories = self.optimizer.trajectory_group_values(
+            traj.obs, traj.next_obs, group, traj.agent, traj.done
+        )
         fields = self.step_fields(traj)
         fields.update({obs_key(i): o for i, o in enumerate(traj.obs)})
         fields[LOG_PROBS] = traj.log_probs
@@ -174,6 +184,16 @@ class POCATrainer(PPOTrainer):
             self.stats.add_stat(f"Policy/{signal.value_tag} Value Estimate", float(v.mean()))
             self.stats.add_stat(f"Policy/{signal.value_tag} Baseline Estimate", float(baselines[name].mean()))
         fields[ADVANTAGES] = np.mean(advantages, axis=0).astype(np.float32)  # ML-Agents: the mean
+        if memories is not None:
+            assert traj.memory is not None  # a recurrent policy's trajectories carry it
+            fields[MEMORY] = traj.memory
+            if traj.prev_action is not None:
+                fields[PREV_ACTION] = traj.prev_action
+            fields[CRITIC_MEMORY], fields[BASELINE_MEMORY] = memories
+            # Recurrent PPO's padded layout (ML-Agents'): the trajectory fills whole
+            # sequences, its last one padded (masks 0, groupmates absent), and
+            # buffer_size counts the padding.
+            fields = pad_trajectory_end(fields, self.policy.sequence_length)
         self._widen(fields)
         self.buffer.add_fields(fields)
         self.add_signal_returns(traj, reward_sums)

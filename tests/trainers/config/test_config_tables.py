@@ -42,7 +42,7 @@ def _error(path: str, cli=None) -> str:
 
 def test_every_trainer_type_has_one_row_and_the_tables_agree():
     assert tuple(TRAINER_KINDS) == TRAINER_TYPES
-    assert HYPERPARAMETER_TYPES == {"ppo": PPOSettings, "sac": SACSettings}
+    assert HYPERPARAMETER_TYPES == {"ppo": PPOSettings, "sac": SACSettings, "poca": PPOSettings}  # POCA takes PPO's
     assert TrainerSettings(trainer_type="sac").kind is TRAINER_KINDS["sac"]
 
 

@@ -484,8 +484,10 @@ Walker:
             "behaviors.A.reward_signals.rnd.learning_rate: expected a number > 0",
         ),
         (
-            "behaviors: {A: {trainer_type: poca, network_settings: {memory: {}}}}",
-            "behaviors.A.network_settings.memory: recurrent POCA (LSTM) is not supported yet",
+            "behaviors: {A: {trainer_type: poca, network_settings: {memory: {}}, "
+            "hyperparameters: {pack_sequences: true}}}",
+            "behaviors.A.hyperparameters.pack_sequences: true is not supported with trainer_type poca and "
+            "network_settings.memory",
         ),
         (
             "behaviors: {A: {trainer_type: poca, hyperparameters: {shared_critic: true}}}",
