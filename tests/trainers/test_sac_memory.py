@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import numpy as np
 import pytest
-from trainer_test_utils import CONFIG_DIR
+from trainer_test_utils import CONFIG_DIR, finals_on_seeds
 
 from envs.base_env import ActionTuple
 from envs.builtin import Memory
@@ -443,9 +443,6 @@ def test_recurrent_sac_with_gail_and_bc_learns(tmp_path):
     assert {"Losses/GAIL Loss", "Losses/Pretraining Loss", "Losses/Q1 Loss"} <= tags
 
 
-SEEDS = [1, 2, 3, 4, 5]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("actions", ["discrete", "continuous"])
 def test_ml_agents_recurrent_sac_passes_on_most_seeds(tmp_path, actions):
@@ -454,7 +451,5 @@ def test_ml_agents_recurrent_sac_passes_on_most_seeds(tmp_path, actions):
     the mean return of the last 5 episodes > 0.9 at the end on at least 4. Measured: 5 of
     5 for both (discrete 1.01-1.02, continuous 1.05; discrete seeds 6-10 also 5 of 5)."""
     config = diagnose_memory_sac.ml_agents_recurrent_sac_config(actions)
-    finals = {}
-    for seed in SEEDS:
-        finals[seed] = diagnose_memory_sac.last_n_means(diagnose_memory_sac.run_seed(config, seed, str(tmp_path)))[-1][1]
+    finals = finals_on_seeds(config, str(tmp_path), 0.9)
     assert sum(v > 0.9 for v in finals.values()) >= 4, finals

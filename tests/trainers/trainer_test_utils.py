@@ -1,8 +1,11 @@
-"""Helpers shared by the trainer tests: specs, small settings, config paths."""
+"""Helpers shared by the trainer tests: specs, small settings, config paths, and runs of
+ML-Agents' learning tests seed by seed (every episode's return, the last-5 criterion)."""
 from __future__ import annotations
 
+import csv
 import os
-from typing import Any, Dict, List, Sequence
+import time
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 import yaml
@@ -21,7 +24,7 @@ def make_spec(continuous: int = 0, branches: Sequence[int] = (), vector: int = 3
 
 
 def small_settings(**hyper) -> TrainerSettings:
-    hp = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=2)
+    hp: Dict[str, Any] = dict(batch_size=16, buffer_size=64, learning_rate=3e-3, num_epoch=2)
     hp.update(hyper)
     return TrainerSettings(
         hyperparameters=PPOSettings(**hp),
@@ -78,3 +81,78 @@ def derived_config(base: str, path, overrides: Dict[str, Any]) -> str:
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f)
     return str(path)
+
+
+# ------------------------------------------------- ML-Agents' learning tests, seed by seed
+
+#: ML-Agents' ``check_environment_trains`` criterion: the mean of the last 5 episode
+#: returns (``default_reward_processor``) is above the test's ``success_threshold``.
+LAST_N = 5
+#: The seeds the slow ML-Agents learning tests name (ML-Agents runs its own at 1337 only).
+ML_AGENTS_TEST_SEEDS = (1, 2, 3, 4, 5)
+
+
+def train_recording_episodes(config: Union[str, Dict[str, Any]], seed: int, folder: str,
+                             args: Sequence[str] = ()) -> List[Tuple[int, float]]:
+    """Trains ``config`` (a config file, or a trainer-learn config as a mapping) for one
+    seed (run id ``s<seed>`` under ``folder``) through ``trainer-learn`` in this process;
+    -> every training episode's (trainer step at its end, return), in order. The stats
+    file has each summary period's mean only, while ML-Agents' criterion needs the last 5
+    episodes (its test env records every final reward). Asserts the run exited with 0 and
+    trained every behavior's whole ``max_steps``."""
+    from trainers.cli.learn import main
+    from trainers.loop.trajectory import EpisodeEnd
+    from trainers.trainer import Trainer
+
+    episodes: List[Tuple[int, float]] = []
+    original = Trainer.record_episodes
+
+    def record(self: Trainer, ends: Sequence[EpisodeEnd]) -> None:
+        episodes.extend((int(self.step), float(e.reward)) for e in ends)
+        original(self, ends)
+
+    if isinstance(config, str):
+        path = config
+    else:
+        path = os.path.join(folder, f"config_s{seed}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+    setattr(Trainer, "record_episodes", record)
+    try:
+        code = main([path, f"--run-id=s{seed}", f"--seed={seed}", f"--results-dir={folder}", "--force", *args])
+    finally:
+        setattr(Trainer, "record_episodes", original)
+    assert code == 0, f"seed {seed}: trainer-learn exited with {code}"
+    with open(path) as f:
+        resolved: Dict[str, Any] = yaml.safe_load(f)
+    for name, behavior in resolved["behaviors"].items():
+        # The run trained its whole budget (the last summary is at max_steps).
+        with open(os.path.join(folder, f"s{seed}", name, "stats.csv")) as f:
+            steps = [int(r["step"]) for r in csv.DictReader(f) if r["tag"] == "Environment/Cumulative Reward"]
+        assert steps and steps[-1] == behavior["max_steps"], (seed, name, steps[-3:])
+    return episodes
+
+
+def last_n_mean(episodes: Sequence[Tuple[int, float]], n: int = LAST_N) -> float:
+    """ML-Agents' ``default_reward_processor``: the mean of the last ``n`` returns (nan if
+    there are none, which fails every threshold)."""
+    returns = [r for _, r in episodes[-n:]]
+    return float(np.mean(returns)) if returns else float("nan")
+
+
+def finals_on_seeds(config: Union[str, Dict[str, Any]], folder: str, threshold: float,
+                    seeds: Sequence[int] = ML_AGENTS_TEST_SEEDS, need: int = 4,
+                    stop_early: bool = True) -> Dict[int, float]:
+    """Runs ``config`` on ``seeds`` one after another -> {seed: last-5 mean at the end}.
+    With ``stop_early``, stops once the outcome of "``need`` of them above ``threshold``"
+    is decided (enough passed, or too many failed), so a passing test costs ``need`` runs."""
+    finals: Dict[int, float] = {}
+    for seed in seeds:
+        start = time.perf_counter()
+        finals[seed] = last_n_mean(train_recording_episodes(config, seed, folder))
+        # Shown with pytest -s: the per-seed figures the tests' docstrings quote.
+        print(f"seed {seed}: last-{LAST_N} mean {finals[seed]:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
+        passed = sum(v > threshold for v in finals.values())
+        if stop_early and (passed >= need or len(finals) - passed > len(seeds) - need):
+            break
+    return finals
