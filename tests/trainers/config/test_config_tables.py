@@ -14,6 +14,7 @@ from trainers.config import (
     TRAINER_TYPES,
     EngineSettings,
     MemorySettings,
+    POCASettings,
     PPOSettings,
     SACSettings,
     TrainerSettings,
@@ -42,7 +43,9 @@ def _error(path: str, cli=None) -> str:
 
 def test_every_trainer_type_has_one_row_and_the_tables_agree():
     assert tuple(TRAINER_KINDS) == TRAINER_TYPES
-    assert HYPERPARAMETER_TYPES == {"ppo": PPOSettings, "sac": SACSettings, "poca": PPOSettings}  # POCA takes PPO's
+    # POCA takes PPO's keys and defaults (its settings class refuses two of them).
+    assert HYPERPARAMETER_TYPES == {"ppo": PPOSettings, "sac": SACSettings, "poca": POCASettings}
+    assert issubclass(POCASettings, PPOSettings)
     assert TrainerSettings(trainer_type="sac").kind is TRAINER_KINDS["sac"]
 
 

@@ -92,10 +92,10 @@ def test_unknown_keys_and_wrong_shapes_are_one_line(tmp_path):
 
 
 def test_the_trainer_kind_row_decides_who_may_self_play(monkeypatch, tmp_path):
-    assert all(kind.self_play for kind in TRAINER_KINDS.values())  # PPO and SAC, as ML-Agents
+    assert all(kind.self_play for kind in TRAINER_KINDS.values())  # PPO, SAC and POCA, as ML-Agents
     assert TrainerSettings(trainer_type="sac", self_play=SelfPlaySettings()).self_play is not None
     monkeypatch.setitem(TRAINER_KINDS, "sac", dataclasses.replace(TRAINER_KINDS["sac"], self_play=False))
     path = _write(tmp_path, "behaviors:\n  A:\n    trainer_type: sac\n    self_play: {}\n")
     assert _error(path) == (
-        f"{path}: behaviors.A.self_play: not supported for trainer_type sac (self-play is supported for ppo)"
+        f"{path}: behaviors.A.self_play: not supported for trainer_type sac (self-play is supported for ppo, poca)"
     )
