@@ -50,7 +50,7 @@ def minibatch(spec, n: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
         continuous_action=rng.normal(size=(n, 2)).astype(np.float32),
         discrete_action=rng.integers(0, 3, size=(n, 1)).astype(np.int32),
         action_mask=np.ones((n, 3), np.float32),
-        log_probs=rng.normal(-3, 0.2, size=n).astype(np.float32),
+        log_probs=rng.normal(-1, 0.2, size=(n, 3)).astype(np.float32),  # per column: 2 continuous, 1 branch
         advantages=rng.normal(size=n).astype(np.float32),
         masks=np.ones(n, np.float32),
         extrinsic_returns=rng.normal(size=n).astype(np.float32),

@@ -6,7 +6,8 @@ Plain numpy: no TensorFlow here. Field names used across the trainer (spelled on
 * ``obs_<i>``: ``[T, *shape]`` float32 observations;
 * ``continuous_action`` ``[T, c]`` (raw, unclipped sample), ``discrete_action`` ``[T, b]``;
 * ``action_mask`` ``[T, sum(branches)]`` float32, 1 = allowed;
-* ``log_probs`` ``[T]``: joint log-probability of the taken action when it was sampled;
+* ``log_probs`` ``[T, c + b]``: log-probability of the taken action when it was sampled, per
+  continuous dimension and discrete branch;
 * ``environment_rewards`` ``[T]``, ``done`` ``[T]``;
 * per reward signal ``<s>_rewards``, ``<s>_value_estimates``, ``<s>_returns``,
   ``<s>_advantage`` ``[T]``; ``advantages`` ``[T]``: the (normalised) sum;

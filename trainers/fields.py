@@ -11,7 +11,8 @@ Plain strings, no TensorFlow. Each is a ``[T, ...]`` column, ``T`` rows of one t
   ``[T, b]`` int32, `ACTION_MASK` ``[T, sum(branches)]`` float32 with 1 = allowed (the
   trainer's convention; ML-Agents' True = unavailable is turned into it by
   `envs.base_env.allowed_mask`);
-* `LOG_PROBS` ``[T]``: the joint log-probability of the taken action when it was sampled;
+* `LOG_PROBS` ``[T, c + b]``: the log-probability of the taken action when it was sampled,
+  per continuous dimension and discrete branch (PPO clips each column's ratio);
 * `ENVIRONMENT_REWARDS` ``[T]``; `DONE` ``[T]``: 1 on the last step of an ended episode;
   `TERMINAL` ``[T]`` (SAC): 1 only where the state was truly terminal (not a time limit);
 * per reward signal ``<s>_rewards``, ``<s>_value_estimates``, ``<s>_returns``,

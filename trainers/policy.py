@@ -64,6 +64,19 @@ class ActorTensors:
             total += self.discrete.log_prob(discrete_actions)
         return total
 
+    def log_prob_per_dim(
+        self, continuous_actions: Optional[tf.Tensor], discrete_actions: Optional[tf.Tensor]
+    ) -> tf.Tensor:
+        """``[B, c + b]``: each continuous dimension's log-density, then each discrete
+        branch's log-probability (ML-Agents' ``ActionLogProbs.flatten()``; PPO's ratio is
+        clipped per column, as ML-Agents' ``trust_region_policy_loss``)."""
+        parts = []
+        if self.continuous is not None:
+            parts.append(self.continuous.log_prob_per_dim(continuous_actions))
+        if self.discrete is not None:
+            parts.append(self.discrete.log_prob_per_dim(discrete_actions))
+        return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+
     def entropy(self) -> tf.Tensor:
         """``[B]`` entropy of the joint action distribution."""
         total = 0.0
@@ -171,7 +184,8 @@ class ActionInfo:
         env_continuous: ``[N, c]`` float32 in [-1, 1] (what the env receives).
         raw_continuous: ``[N, c]`` float32 unclipped, unsquashed sample (what buffers store).
         discrete: ``[N, b]`` int32.
-        log_probs: ``[N]`` float32 joint log-probability of the sampled action.
+        log_probs: ``[N, c + b]`` float32 log-probability of the sampled action per
+            continuous dimension and per discrete branch (their sum is the joint one).
         memory: ``[N, memory_size]`` the memory each agent acted *from* (recurrent only).
         prev_action: ``[N, branches]`` the previous actions fed (recurrent + discrete only).
     """
@@ -358,7 +372,7 @@ class Policy:
                 actor.discrete.deterministic, name=names.DETERMINISTIC_DISCRETE_ACTIONS
             )
         self.log_probs = tf.identity(
-            actor.log_prob(self.raw_continuous, self.discrete), name=names.LOG_PROBS
+            actor.log_prob_per_dim(self.raw_continuous, self.discrete), name=names.LOG_PROBS
         )
         self.entropy = tf.identity(actor.entropy(), name=names.ENTROPY)
 
@@ -446,7 +460,9 @@ class Policy:
                 self._act_deterministic = self._make_act(True)
             cont, disc, memory_out = self._act_deterministic(*feeds)
             cont = empty_c if cont is None else cont
-            info = ActionInfo(cont, cont, empty_d if disc is None else disc, np.zeros(n, np.float32))
+            a = self.spec.action_spec
+            logp_zeros = np.zeros((n, a.continuous_size + a.discrete_size), np.float32)
+            info = ActionInfo(cont, cont, empty_d if disc is None else disc, logp_zeros)
         else:
             if self._act is None:
                 self._act = self._make_act(False)
@@ -556,5 +572,5 @@ class _ActingCopy:
         if actor.discrete is not None:
             self.discrete = actor.discrete.sample
             self.deterministic_discrete = actor.discrete.deterministic
-        self.log_probs = actor.log_prob(self.raw_continuous, self.discrete)
+        self.log_probs = actor.log_prob_per_dim(self.raw_continuous, self.discrete)
         self.memory_out = actor.memory_out  # None without memory

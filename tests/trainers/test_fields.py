@@ -63,7 +63,7 @@ def _trajectory(n: int, rng: np.random.Generator) -> Trajectory:
         agent=(0, 0), obs=random_obs(SPEC, n, rng), next_obs=random_obs(SPEC, 1, rng),
         continuous_action=rng.normal(size=(n, 1)).astype(np.float32),
         discrete_action=rng.integers(0, 3, (n, 1)).astype(np.int32), action_mask=None,
-        log_probs=np.full(n, -1.0, np.float32), rewards=rng.normal(size=n).astype(np.float32),
+        log_probs=np.full((n, 2), -0.5, np.float32), rewards=rng.normal(size=n).astype(np.float32),
         done=True, interrupted=False,
     )
 

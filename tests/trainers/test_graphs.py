@@ -30,7 +30,7 @@ def test_act_shapes_and_log_probs(continuous, branches):
     info = trainer.policy.act(obs)
     assert info.env_continuous.shape == (7, continuous) and info.raw_continuous.shape == (7, continuous)
     assert info.discrete.shape == (7, len(branches)) and info.discrete.dtype == np.int32
-    assert info.log_probs.shape == (7,)
+    assert info.log_probs.shape == (7, continuous + len(branches))  # per dimension and branch
     assert np.all(np.abs(info.env_continuous) <= 1.0)
     np.testing.assert_allclose(info.env_continuous, np.clip(info.raw_continuous, -3, 3) / 3, rtol=1e-6)
     for b, size in enumerate(branches):
@@ -56,7 +56,8 @@ def test_gaussian_log_prob_and_entropy_closed_form():
         {policy.obs[0]: obs[0]},
     )
     std = np.exp(log_std)
-    expected = np.sum(-0.5 * ((info.raw_continuous - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi), axis=1)
+    # Per dimension (PPO clips each dimension's ratio); the joint one is their sum.
+    expected = -0.5 * ((info.raw_continuous - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
     np.testing.assert_allclose(info.log_probs, expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ent, np.mean(0.5 + 0.5 * math.log(2 * math.pi) + log_std), rtol=1e-6)
     trainer.close()
@@ -170,7 +171,8 @@ def test_ppo_losses_match_closed_form(clip_value_loss):
     trainer = make_trainer(spec, small_settings(clip_value_loss=clip_value_loss))
     rng = np.random.default_rng(4)
     mb = _minibatch(spec, trainer, 32, rng)
-    mb["log_probs"] = mb["log_probs"] + rng.normal(0, 0.3, size=32).astype(np.float32)  # ratios != 1
+    # ratios != 1, different per column (1 continuous dimension, 1 branch)
+    mb["log_probs"] = mb["log_probs"] + rng.normal(0, 0.3, size=(32, 2)).astype(np.float32)
     policy = trainer.policy
     # Current log-probs and values of the taken actions, from the pre-update weights
     # (feeding the sampled-action tensors evaluates the log-prob of given actions).
@@ -185,9 +187,13 @@ def test_ppo_losses_match_closed_form(clip_value_loss):
     frac = 10 / trainer.settings.max_steps
     eps = (hp.epsilon - 0.1) * (1 - frac) + 0.1
     beta = (hp.beta - 1e-5) * (1 - frac) + 1e-5
-    ratio = np.exp(logp_now - mb["log_probs"])
-    adv = mb["advantages"]
+    # ML-Agents' trust_region_policy_loss: the ratio per action column, the mean over
+    # columns and rows; the KL estimate is of the joint probability.
+    ratio = np.exp(logp_now - mb["log_probs"])  # [32, 2]
+    adv = mb["advantages"][:, None]
     exp_policy = -np.mean(np.minimum(ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv))
+    exp_kl = np.mean(0.5 * np.sum(logp_now - mb["log_probs"], axis=1) ** 2)
+    exp_clipped = np.mean(np.abs(ratio - 1) > eps)
     old_v, ret = mb["extrinsic_value_estimates"], mb["extrinsic_returns"]
     v_clip = old_v + np.clip(values - old_v, -eps, eps)
     if clip_value_loss:
@@ -196,6 +202,8 @@ def test_ppo_losses_match_closed_form(clip_value_loss):
         exp_value = np.mean((ret - values) ** 2)
     stats = trainer.optimizer.update(mb, 10, {})
     assert stats["policy_loss"] == pytest.approx(exp_policy, rel=1e-4, abs=1e-6)
+    assert stats["approx_kl"] == pytest.approx(exp_kl, rel=1e-4, abs=1e-7)
+    assert stats["clip_fraction"] == pytest.approx(exp_clipped, abs=1e-6)
     assert stats["value_loss"] == pytest.approx(exp_value, rel=1e-4)
     assert stats["entropy"] == pytest.approx(float(np.mean(ent)), rel=1e-5)
     assert stats["epsilon"] == pytest.approx(eps, rel=1e-6) and stats["beta"] == pytest.approx(beta, rel=1e-5)

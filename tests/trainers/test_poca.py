@@ -63,7 +63,7 @@ def trajectory(rng, n: int, mates: int, agent=(0, 1), done=False, all_done=True,
         continuous_action=rng.normal(size=(n, 1)).astype(np.float32),
         discrete_action=rng.integers(0, 3, (n, 1)).astype(np.int32),
         action_mask=None,
-        log_probs=rng.normal(-2, 0.3, n).astype(np.float32),
+        log_probs=rng.normal(-1, 0.3, (n, 2)).astype(np.float32),  # 1 continuous, 1 branch
         rewards=rng.uniform(-1, 1, n).astype(np.float32),
         done=done,
         interrupted=interrupted,

@@ -32,7 +32,7 @@ def minibatch(n, seed=0):
         "continuous_action": rng.normal(size=(n, 1)).astype(np.float32),
         "discrete_action": rng.integers(0, 3, size=(n, 1)).astype(np.int32),
         "action_mask": np.ones((n, 3), np.float32),
-        "log_probs": rng.normal(-2, 0.3, size=n).astype(np.float32),
+        "log_probs": rng.normal(-1, 0.3, size=(n, 2)).astype(np.float32),  # 1 continuous, 1 branch
         "advantages": rng.normal(size=n).astype(np.float32),
         "masks": np.ones(n, np.float32),
         "extrinsic_returns": rng.normal(size=n).astype(np.float32),

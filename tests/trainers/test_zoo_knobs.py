@@ -216,7 +216,7 @@ def test_normalized_rewards_feed_the_extrinsic_signal_and_are_saved(tmp_path):
             continuous_action=np.zeros((n, 0), np.float32),
             discrete_action=rng.integers(0, 3, (n, 1)).astype(np.int32),
             action_mask=None,
-            log_probs=np.zeros(n, np.float32),
+            log_probs=np.zeros((n, 1), np.float32),  # one branch
             rewards=np.full(n, 4.0, np.float32),
             done=False,
             interrupted=False,

@@ -46,7 +46,8 @@ class Trajectory:
         next_obs: per spec ``[1, *shape]``: the observation after the last step.
         continuous_action: ``[T, c]`` raw samples; discrete_action: ``[T, b]`` int32.
         action_mask: ``[T, sum(branches)]`` float32 (1 = allowed) or None.
-        log_probs: ``[T]``; rewards: ``[T]`` environment rewards.
+        log_probs: ``[T, c + b]`` (per continuous dimension and discrete branch); rewards:
+            ``[T]`` environment rewards.
         done: the episode ended after the last step.
         interrupted: it ended by a time limit (bootstrap anyway).
         memory: recurrent policies: ``[T, memory_size]`` the memory each step acted from.

@@ -68,7 +68,7 @@ from trainers.fields import (
 from trainers.loop.trajectory import GroupData
 from trainers.optimizer import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
-from trainers.ppo.optimizer import ADAM_EPSILON, CRITIC_SCOPE, PPOOptimizer, value_heads
+from trainers.ppo.optimizer import ADAM_EPSILON, CRITIC_SCOPE, PPOOptimizer, clipped_surrogate, value_heads
 from trainers.reward_signals.base import RewardSignal
 from trainers.tf import tf
 from trainers.tf.attention import NUM_HEADS, entity_embedding, residual_self_attention
@@ -282,7 +282,8 @@ class POCAOptimizer(PPOOptimizer):
                     ph[key] = tf.placeholder(tf.float32, [None, m], key)
                 if a.is_discrete:
                     ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
-            ph[LOG_PROBS] = tf.placeholder(tf.float32, [None], LOG_PROBS)
+            # Per continuous dimension and discrete branch (`ActorTensors.log_prob_per_dim`).
+            ph[LOG_PROBS] = tf.placeholder(tf.float32, [None, a.continuous_size + a.discrete_size], LOG_PROBS)
             ph[ADVANTAGES] = tf.placeholder(tf.float32, [None], ADVANTAGES)
             ph[MASKS] = tf.placeholder(tf.float32, [None], MASKS)
             for s in self.signals:
@@ -346,11 +347,8 @@ class POCAOptimizer(PPOOptimizer):
         )
         values, baselines = self._critic(shard, obs)
         eps = self.epsilon
-        log_prob = actor.log_prob(shard.get(CONTINUOUS_ACTION), shard.get(DISCRETE_ACTION))
-        ratio = tf.exp(log_prob - shard[LOG_PROBS])
-        adv = shard[ADVANTAGES]
-        surrogate = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * adv)
-        policy_loss = -masked_mean(surrogate, mask)
+        log_prob = actor.log_prob_per_dim(shard.get(CONTINUOUS_ACTION), shard.get(DISCRETE_ACTION))
+        policy_loss, approx_kl, clip_fraction = clipped_surrogate(log_prob, shard[LOG_PROBS], shard[ADVANTAGES], eps, mask)
 
         def trust_region(estimates: Dict[str, tf.Tensor], old_kind: str) -> tf.Tensor:
             """ML-Agents' ``trust_region_value_loss``: per signal, the squared error to the
@@ -374,8 +372,8 @@ class POCAOptimizer(PPOOptimizer):
             "value_loss": value_loss,
             "baseline_loss": baseline_loss,
             "entropy": entropy,
-            "approx_kl": masked_mean(0.5 * tf.square(log_prob - shard[LOG_PROBS]), mask),
-            "clip_fraction": masked_mean(tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32), mask),
+            "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction,
         }
         losses = {"poca": loss}
         self._wiring.build_tower(shard, losses, stats)

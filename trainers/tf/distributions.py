@@ -50,14 +50,18 @@ class Gaussian:
     sample: tf.Tensor
     squashed: bool = False
 
-    def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
-        """``[B, c]`` raw actions -> ``[B]`` joint log-probability (of ``tanh(raw)`` when
-        squashed: the change-of-variables term is subtracted)."""
+    def log_prob_per_dim(self, actions: tf.Tensor) -> tf.Tensor:
+        """``[B, c]`` raw actions -> ``[B, c]`` log-density of each dimension (of
+        ``tanh(raw)`` when squashed: the change-of-variables term is subtracted)."""
         z = (actions - self.mean) * tf.exp(-self.log_std)
         per_dim = -0.5 * tf.square(z) - self.log_std - 0.5 * math.log(2.0 * math.pi)
         if self.squashed:
             per_dim -= squash_log_correction(actions)
-        return tf.reduce_sum(per_dim, axis=1)
+        return per_dim
+
+    def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
+        """``[B, c]`` raw actions -> ``[B]`` joint log-probability (the dimensions' sum)."""
+        return tf.reduce_sum(self.log_prob_per_dim(actions), axis=1)
 
     def entropy(self) -> tf.Tensor:
         """``[B]``: the *mean* over dims of 0.5 + 0.5 log(2 pi) + log_std (of the unsquashed
@@ -119,6 +123,17 @@ class MultiCategorical:
     log_probs: List[tf.Tensor]
     sample: tf.Tensor
     deterministic: tf.Tensor
+
+    def log_prob_per_dim(self, actions: tf.Tensor) -> tf.Tensor:
+        """``[B, num_branches]`` int actions -> ``[B, num_branches]`` log-probability of each
+        branch's action."""
+        return tf.stack(
+            [
+                tf.reduce_sum(tf.one_hot(actions[:, i], int(lp.shape[-1]), dtype=lp.dtype) * lp, axis=1)
+                for i, lp in enumerate(self.log_probs)
+            ],
+            axis=1,
+        )
 
     def log_prob(self, actions: tf.Tensor) -> tf.Tensor:
         """``[B, num_branches]`` int actions -> ``[B]`` joint log-probability."""

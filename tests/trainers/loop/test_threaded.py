@@ -41,7 +41,7 @@ def _trajectory(spec, n: int, rng: np.random.Generator) -> Trajectory:
     return Trajectory(
         agent=(0, 0), obs=random_obs(spec, n, rng), next_obs=random_obs(spec, 1, rng),
         continuous_action=np.zeros((n, 0), np.float32), discrete_action=rng.integers(0, 3, (n, 1)).astype(np.int32),
-        action_mask=None, log_probs=np.full(n, -1.1, np.float32), rewards=rng.normal(size=n).astype(np.float32),
+        action_mask=None, log_probs=np.full((n, 1), -1.1, np.float32), rewards=rng.normal(size=n).astype(np.float32),
         done=True, interrupted=False,
     )
 
@@ -130,7 +130,7 @@ def test_continuous_and_hybrid_actors_act_from_the_copy(continuous, branches) ->
         feed[policy.action_masks] = np.ones((32, sum(branches)), np.float32)
     np.testing.assert_allclose(acted.env_continuous, policy.session.run(policy.deterministic_continuous, feed), atol=1e-6)
     sampled = policy.act(obs)
-    assert np.abs(sampled.env_continuous).max() <= 1.0 and sampled.log_probs.shape == (32,)
+    assert np.abs(sampled.env_continuous).max() <= 1.0 and sampled.log_probs.shape == (32, continuous + len(branches))
 
 
 def test_threaded_ppo_solves_simple(run_cli, tmp_path) -> None:
