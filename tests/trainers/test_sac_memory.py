@@ -152,7 +152,9 @@ def test_the_update_recomputes_what_the_actor_and_critic_computed_while_acting(a
         if spec.is_discrete:
             for b, branch in enumerate(got["discrete"]):
                 logp += branch[np.arange(n), rows["discrete_action"][:, b]]
-        np.testing.assert_allclose(logp[real], np.concatenate([e["logp"] for e in expected])[real], atol=2e-5)
+        # Stored per action column (continuous dimension, discrete branch): the joint is the sum.
+        stored = np.concatenate([e["logp"] for e in expected])[real].sum(axis=1)
+        np.testing.assert_allclose(logp[real], stored, atol=2e-5)
         np.testing.assert_allclose(got["v"][real, 0], np.concatenate([e["v"] for e in expected])[real], atol=1e-5)
         np.testing.assert_allclose(
             got["v_next"][real, 0], np.concatenate([e["v_next"] for e in expected])[real], atol=1e-5
