@@ -106,10 +106,14 @@ def run(config: str, steps: int, seed: int, extra: dict | None = None, profile: 
             profiler = cProfile.Profile()
         start = time.perf_counter()
         if profiler is not None:
-            profiler.runcall(run_training, options)
+            code = profiler.runcall(run_training, options)
         else:
-            run_training(options)
+            code = run_training(options)
         wall = time.perf_counter() - start
+        if code != 0:
+            # Ctrl-C (or SIGTERM) is "save and stop" to the trainer, which then returns 130
+            # (143): the benchmark stops too instead of timing a cut run and starting the next.
+            raise KeyboardInterrupt
         layout = RunLayout(os.path.join(results, "bench"))
         with open(layout.timers) as f:
             timers = json.load(f)
@@ -544,4 +548,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("benchmark.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -8,9 +8,8 @@ import os
 
 import numpy as np
 import pytest
-from trainer_test_utils import config_path, derived_config, finals_on_seeds
+from trainer_test_utils import config_path, derived_config, finals_on_seeds, rollout
 
-from envs.base_env import ActionTuple
 from envs.builtin import Memory
 from trainers.buffer import pad_trajectory
 from trainers.ppo import optimizer as ppo_optimizer
@@ -19,7 +18,6 @@ from trainers.config import MemorySettings, NetworkSettings, PPOSettings, Traine
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.tf.lstm import lstm_sequences, lstm_trajectory
-from trainers.loop.trajectory import AgentProcessor
 
 MEMORY_SIZE = 8
 SEQ = 4
@@ -38,31 +36,6 @@ def recurrent_settings(shared_critic: bool = False, pack: bool = False, **hyper)
         max_steps=1000,
         time_horizon=7,  # trajectories of an episode span several chunks
     )
-
-
-def rollout(trainer: PPOTrainer, env: Memory, steps: int):
-    """Drives ``env`` like the controller (one worker): -> the emitted trajectories, in order."""
-    name = "Memory"
-    processor = AgentProcessor(trainer.spec, trainer.settings.time_horizon)
-    env.reset()
-    out = []
-    for _ in range(steps):
-        decision, terminal = env.get_steps(name)
-        trajectories, _ = processor.add_terminal(0, terminal)
-        trainer.policy.forget_agents([(0, a) for a in terminal.agent_id.tolist()])
-        trajectories += processor.add_decision(0, decision)
-        out.extend(trajectories)
-        keys = [(0, a) for a in decision.agent_id.tolist()]
-        obs = [np.array(o) for o in decision.obs]
-        info = trainer.policy.act(obs, None, agent_keys=keys)
-        masks = np.ones((len(decision), sum(trainer.spec.action_spec.discrete_branches)), np.float32)
-        processor.add_actions(
-            0, decision, obs, info.raw_continuous, info.discrete,
-            masks if trainer.spec.action_spec.is_discrete else None, info.log_probs, info.memory, info.prev_action,
-        )
-        env.set_actions(name, ActionTuple(info.env_continuous, info.discrete))
-        env.step()
-    return out
 
 
 def make_trainer(env: Memory, settings: TrainerSettings, devices=("/cpu:0",)) -> PPOTrainer:

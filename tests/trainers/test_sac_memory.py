@@ -13,16 +13,15 @@ from typing import Dict, List
 
 import numpy as np
 import pytest
-from trainer_test_utils import CONFIG_DIR, finals_on_seeds
+from trainer_test_utils import CONFIG_DIR, finals_on_seeds, rollout
 
-from envs.base_env import ActionTuple
 from envs.builtin import Memory
 from trainers.buffer import pad_trajectory
 from trainers.config import MemorySettings, NetworkSettings, SACSettings, TrainerSettings
 from trainers.sac.replay import ReplayBuffer
 from trainers.sac.trainer import REPLAY_FILE, SACTrainer
 from trainers.stats import StatsReporter
-from trainers.loop.trajectory import AgentProcessor, Trajectory
+from trainers.loop.trajectory import Trajectory
 
 ROOT = os.path.dirname(CONFIG_DIR)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -48,31 +47,6 @@ def recurrent_sac_settings(**hyper: object) -> TrainerSettings:
 
 def make_trainer(env: Memory, settings: TrainerSettings, devices=("/cpu:0",)) -> SACTrainer:
     return SACTrainer("Memory", env.behavior_specs["Memory"], settings, StatsReporter("Memory", []), 0, devices)
-
-
-def rollout(trainer: SACTrainer, env: Memory, steps: int) -> List[Trajectory]:
-    """Drives ``env`` like the controller (one worker): -> the emitted trajectories, in order."""
-    name = "Memory"
-    processor = AgentProcessor(trainer.spec, trainer.settings.time_horizon)
-    env.reset()
-    out: List[Trajectory] = []
-    for _ in range(steps):
-        decision, terminal = env.get_steps(name)
-        trajectories, _ = processor.add_terminal(0, terminal)
-        trainer.policy.forget_agents([(0, a) for a in terminal.agent_id.tolist()])
-        trajectories += processor.add_decision(0, decision)
-        out.extend(trajectories)
-        keys = [(0, a) for a in decision.agent_id.tolist()]
-        obs = [np.array(o) for o in decision.obs]
-        info = trainer.policy.act(obs, None, agent_keys=keys)
-        masks = np.ones((len(decision), sum(trainer.spec.action_spec.discrete_branches)), np.float32)
-        processor.add_actions(
-            0, decision, obs, info.raw_continuous, info.discrete,
-            masks if trainer.spec.action_spec.is_discrete else None, info.log_probs, info.memory, info.prev_action,
-        )
-        env.set_actions(name, ActionTuple(info.env_continuous, info.discrete))
-        env.step()
-    return out
 
 
 def squashed_log_prob(mean: np.ndarray, log_std: np.ndarray, raw: np.ndarray) -> np.ndarray:

@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 import yaml
 
-from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
+from envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, ObservationKind, ObservationSpec
 from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
+from trainers.loop.trajectory import AgentProcessor
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "config")
 
@@ -36,6 +37,31 @@ def small_settings(**hyper) -> TrainerSettings:
 def random_obs(spec: BehaviorSpec, n: int, rng: np.random.Generator) -> List[np.ndarray]:
     return [rng.uniform(-1, 1, size=(n,) + o.shape).astype(np.float32) if o.kind == ObservationKind.VECTOR
             else rng.uniform(0, 1, size=(n,) + o.shape).astype(np.float32) for o in spec.observation_specs]
+
+
+def rollout(trainer: Any, env: Any, steps: int, name: str = "Memory") -> List[Any]:
+    """Drives ``env`` like the controller does with one worker, acting through ``trainer``'s
+    policy (PPO or SAC): -> the trajectories the agent processor emitted, in order."""
+    processor = AgentProcessor(trainer.spec, trainer.settings.time_horizon)
+    env.reset()
+    out: List[Any] = []
+    for _ in range(steps):
+        decision, terminal = env.get_steps(name)
+        trajectories, _ = processor.add_terminal(0, terminal)
+        trainer.policy.forget_agents([(0, a) for a in terminal.agent_id.tolist()])
+        trajectories += processor.add_decision(0, decision)
+        out.extend(trajectories)
+        keys = [(0, a) for a in decision.agent_id.tolist()]
+        obs = [np.array(o) for o in decision.obs]
+        info = trainer.policy.act(obs, None, agent_keys=keys)
+        masks = np.ones((len(decision), sum(trainer.spec.action_spec.discrete_branches)), np.float32)
+        processor.add_actions(
+            0, decision, obs, info.raw_continuous, info.discrete,
+            masks if trainer.spec.action_spec.is_discrete else None, info.log_probs, info.memory, info.prev_action,
+        )
+        env.set_actions(name, ActionTuple(info.env_continuous, info.discrete))
+        env.step()
+    return out
 
 
 def config_path(name: str) -> str:
