@@ -283,6 +283,9 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
             notes.append(f"buffer_size {h.buffer_size} / time_horizon {s.time_horizon} is not {n_envs} envs x n_steps")
         if h.resolved_beta_schedule != "constant" and h.beta > 0:
             notes.append("beta decays linearly here; SB3's ent_coef is constant")
+        if not h.update_when_full:
+            notes.append(f"updates once the buffer holds more than {h.buffer_size} rows here (ML-Agents), "
+                         "at n_steps x n_envs in SB3: set update_when_full")
         if h.advantage_normalization == "buffer":
             notes.append("advantages normalised over the buffer here, per minibatch in SB3")
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,

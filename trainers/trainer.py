@@ -26,7 +26,7 @@ from trainers.reward_signals.factory import create_reward_signals
 from trainers.config import TrainerSettings
 from trainers.stats import StatsReporter
 from trainers.tf.cluster import Chief
-from trainers.loop.trajectory import EpisodeEnd, Trajectory
+from trainers.loop.trajectory import EpisodeEnd, StepRewardScale, Trajectory
 
 
 class Trainer(ABC):
@@ -96,6 +96,12 @@ class Trainer(ABC):
     def update(self) -> Dict[str, float]:
         """Updates the policy, the critic and every reward signal (one ``sess.run`` per
         minibatch); returns the update's statistics averaged over its minibatches."""
+
+    @property
+    def step_reward_scale(self) -> Optional[StepRewardScale]:
+        """What scales the rewards at each env step as they arrive, for the controller's
+        `AgentProcessor` (PPO's ``normalize_reward``); None: rewards stay as they are."""
+        return None
 
     def use_actor(self, actor: Actor) -> None:
         """Acts through ``actor`` (``--inference --model``: an exported model) from now on."""

@@ -233,6 +233,7 @@ def restore_policy(name: str, spec, settings, prefix: str, seed: int):
 def run(args: Dict) -> int:
     from trainers.export import DEFAULT_OPSET, check_opset, export_policy, format_diffs
     from trainers.config import load_settings
+    from trainers.tf.encoder_compat import settings_for_checkpoint
 
     opset = check_opset(args.get("--opset") or DEFAULT_OPSET)
     run_dir, targets = _locate(args["<run-dir-or-checkpoint>"], args.get("--behavior"))
@@ -247,7 +248,11 @@ def run(args: Dict) -> int:
         specs = _spec_from_env(options, wanted)
     seed = max(options.env_settings.seed, 0)
     for t in targets:
-        policy = restore_policy(t.behavior, specs[t.behavior], options.behavior_settings(t.behavior), t.prefix, seed)
+        # A checkpoint of trainer-learn's resnet before Release 22's builds resnet_tf.
+        settings, built_note = settings_for_checkpoint(t.behavior, options.behavior_settings(t.behavior), [t.prefix])
+        if built_note is not None:
+            print(f"[INFO] {built_note}", flush=True)
+        policy = restore_policy(t.behavior, specs[t.behavior], settings, t.prefix, seed)
         try:
             step = t.step if t.step is not None else policy.get_step()
             result = export_policy(

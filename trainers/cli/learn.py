@@ -55,6 +55,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from docopt import DocoptExit, docopt
@@ -370,6 +371,7 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
     from trainers.trainer import Trainer
     from trainers.stats import ConsoleWriter, CSVWriter, StatsReporter, TensorboardWriter
     from trainers.loop.status import TrainingStatus
+    from trainers.tf.encoder_compat import settings_for_checkpoint
 
     ckpt = options.checkpoint_settings
     env_settings = options.env_settings
@@ -489,7 +491,20 @@ def run_training(options: "RunOptions", cpu: bool = False, model: Optional[str] 
             tensorboard = TensorboardWriter(run_dir)
             writers = [ConsoleWriter(start_time=time.time() - elapsed), tensorboard, CSVWriter(run_dir)]
             for name, spec in specs.items():
-                settings = settings_of[name]
+                # The checkpoints the restore below tries, in its order.
+                sources: List[str] = []
+                if model is None and (ckpt.resume or ckpt.inference):
+                    sources = [p for _, p in checkpoint_candidates(run_dir, name, status)]
+                elif model is None and init_status is not None:
+                    sources = [p for _, p in checkpoint_candidates(init_dir, name, init_status)]
+                elif model is None and settings_of[name].init_path is not None:
+                    sources = [str(settings_of[name].init_path)]
+                # A checkpoint of trainer-learn's resnet before Release 22's builds resnet_tf.
+                settings, built_note = settings_for_checkpoint(name, settings_of[name], sources)
+                if built_note is not None:  # configuration.yaml records what is built
+                    print(f"[INFO] {built_note} (configuration.yaml records it)", flush=True)
+                    settings_of[name] = settings
+                    options = replace(options, behaviors={**options.behaviors, name: settings})
                 reporters[name] = StatsReporter(name, writers)
                 # A chief's local session only acts: on its CPU, beside the variables.
                 if chief is not None and not settings.kind.cluster:

@@ -44,7 +44,7 @@ from trainers.config.limits import (
 
 TrainerType = Literal["ppo", "sac", "poca"]
 ScheduleType = Literal["linear", "constant"]
-EncoderType = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
+EncoderType = Literal["simple", "nature_cnn", "resnet", "resnet_tf", "match3", "fully_connected"]
 ActivationType = Literal["swish", "tanh", "relu"]
 AdvantageNormalization = Literal["buffer", "minibatch", "none"]
 
@@ -118,6 +118,13 @@ class PPOSettings:
     computation per step with episodes shorter than a sequence, but each minibatch then
     holds several episodes, so there are fewer gradient steps per step collected
     (README, "Memory (LSTM)")."""
+    update_when_full: bool = False
+    """False (ML-Agents): update once the buffer holds *more* than ``buffer_size`` rows.
+    True: once it holds ``buffer_size`` rows, as Stable-Baselines3 updates after each
+    rollout of ``n_steps x n_envs`` rows: with ``time_horizon x agents == buffer_size``
+    the first cut of every agent fills the buffer exactly and updates at once, where
+    ML-Agents' rule waits for the next trajectories (on Acrobot-v1 the first update
+    comes at 8000 rows instead of 4096)."""
 
     def __post_init__(self) -> None:
         _check_int(self, "batch_size", 1)
@@ -140,6 +147,7 @@ class PPOSettings:
         _check_number(self, "log_std_init", -20.0, 2.0)
         _check_bool(self, "normalize_reward")
         _check_bool(self, "pack_sequences")
+        _check_bool(self, "update_when_full")
         if self.batch_size > self.buffer_size:
             raise _InvalidField(
                 "batch_size",
@@ -301,7 +309,8 @@ class NetworkSettings:
     num_layers: int = 2
     """Hidden layers after the encoders (> 0)."""
     vis_encode_type: EncoderType = "simple"
-    """Visual encoder: simple, nature_cnn, resnet, match3 or fully_connected."""
+    """Visual encoder: simple, nature_cnn, resnet (Release 22's), resnet_tf (the TF-era ML-Agents
+    ResNet, trainer-learn's ``resnet`` before this became R22's), match3 or fully_connected."""
     memory: Optional[MemorySettings] = None
     """LSTM settings; None: a feed-forward network."""
     activation: ActivationType = "swish"

@@ -181,7 +181,7 @@ class TrainerController:
             s = trainer.settings
             state = BehaviorState(
                 trainer,
-                AgentProcessor(trainer.spec, s.time_horizon, record=training),
+                AgentProcessor(trainer.spec, s.time_horizon, record=training, reward_scale=trainer.step_reward_scale),
                 stats[name],
                 self.layout.behavior_dir(name),
                 recurrent=trainer.actor.use_recurrent,

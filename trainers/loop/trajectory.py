@@ -26,7 +26,7 @@ take none of these paths: their trajectories are exactly those of before (PPO, S
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Hashable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -53,6 +53,8 @@ class Trajectory:
         memory: recurrent policies: ``[T, memory_size]`` the memory each step acted from.
         prev_action: recurrent + discrete: ``[T, branches]`` the previous action fed.
         group: the agent's group data (`GroupData`), None for an agent in no group.
+        scaled_rewards: ``[T]`` the rewards as `StepRewardScale` scaled them at the env
+            step (``hyperparameters.normalize_reward``), None without one.
     """
 
     agent: AgentKey
@@ -68,6 +70,7 @@ class Trajectory:
     memory: Optional[np.ndarray] = None
     prev_action: Optional[np.ndarray] = None
     group: Optional["GroupData"] = None
+    scaled_rewards: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
@@ -117,6 +120,20 @@ class GroupData:
         return int(self.present.shape[1])
 
 
+class StepRewardScale(Protocol):
+    """Scales rewards at the env step they arrive (`trainers.ppo.reward_scale.RewardScale`):
+    Stable-Baselines3's ``VecNormalize`` scales each vectorised step's rewards by the
+    running statistics of the discounted returns up to and including that step, so the
+    scaling happens here, in step order, not when a trajectory is processed later."""
+
+    gamma: float
+
+    def scale_step(self, rewards: np.ndarray, returns: np.ndarray) -> np.ndarray:
+        """``rewards`` ``[n]`` of one env step's credited agents and their discounted
+        returns ``[n]`` (this reward included) -> the scaled rewards ``[n]`` float32."""
+        ...
+
+
 class _MateStatus(NamedTuple):
     """A groupmate at one env step (ML-Agents' ``AgentStatus``)."""
 
@@ -130,7 +147,7 @@ class _MateStatus(NamedTuple):
 class _AgentRecord:
     __slots__ = (
         "obs", "cont", "disc", "mask", "logp", "rewards", "memory", "prev", "pending", "episode_reward", "episode_length",
-        "group_id", "mates", "group_reward",
+        "group_id", "mates", "group_reward", "scaled", "discounted_return",
     )
 
     def __init__(self) -> None:
@@ -148,6 +165,8 @@ class _AgentRecord:
         self.group_id = 0  # the group of the steps below (0: none; nothing else is kept)
         self.mates: List[List[_MateStatus]] = []  # per step: the other members' statuses
         self.group_reward: List[float] = []
+        self.scaled: List[float] = []  # with a StepRewardScale: each reward as scaled
+        self.discounted_return = 0.0  # with a StepRewardScale: this episode's, so far
 
 
 @dataclass(frozen=True)
@@ -162,11 +181,17 @@ class EpisodeEnd:
 class AgentProcessor:
     """Builds trajectories of one behavior for every agent of every worker."""
 
-    def __init__(self, spec: BehaviorSpec, time_horizon: int, record: bool = True) -> None:
-        """``record=False`` (inference): only episode returns and lengths are tracked."""
+    def __init__(
+        self, spec: BehaviorSpec, time_horizon: int, record: bool = True,
+        reward_scale: Optional[StepRewardScale] = None,
+    ) -> None:
+        """``record=False`` (inference): only episode returns and lengths are tracked.
+        ``reward_scale``: scales each env step's rewards as they arrive (recording only);
+        the trajectories then carry ``scaled_rewards``."""
         self.spec = spec
         self.time_horizon = time_horizon
         self.record = record
+        self.reward_scale = reward_scale if record else None
         self._agents: Dict[AgentKey, _AgentRecord] = {}
         # Groups (recording only): each group's members' latest statuses and current
         # observations; grouped agents whose episode ended in `add_terminal`, waiting for
@@ -176,6 +201,29 @@ class AgentProcessor:
         self._current_obs: Dict[GroupKey, Dict[AgentKey, List[np.ndarray]]] = {}
         self._held: Dict[int, List[Tuple[AgentKey, _AgentRecord, List[np.ndarray], bool]]] = {}
         self._leaving: Dict[int, List[Tuple[GroupKey, AgentKey]]] = {}
+
+    def _scale_step(self, worker: int, agent_ids: Sequence[int], rewards: Sequence[float]) -> Optional[Dict[int, float]]:
+        """With a `StepRewardScale`: row -> scaled reward for each of the step's agents that
+        is credited now (pending), every credited return merged in one call; each agent's
+        discounted return advances here (a record dropped at its episode's end takes it
+        along). None without one."""
+        if self.reward_scale is None:
+            return None
+        rows: List[int] = []
+        credited: List[_AgentRecord] = []
+        for j, agent_id in enumerate(agent_ids):
+            rec = self._agents.get((worker, agent_id))
+            if rec is not None and rec.pending:
+                rows.append(j)
+                credited.append(rec)
+        if not rows:
+            return {}
+        r = np.asarray([rewards[j] for j in rows], np.float64)
+        returns = np.asarray([rec.discounted_return for rec in credited], np.float64) * self.reward_scale.gamma + r
+        scaled = self.reward_scale.scale_step(r, returns)
+        for rec, ret in zip(credited, returns.tolist()):
+            rec.discounted_return = ret
+        return dict(zip(rows, scaled.tolist()))
 
     @staticmethod
     def _status_of(rec: _AgentRecord, reward: float, done: bool) -> _MateStatus:
@@ -249,6 +297,7 @@ class AgentProcessor:
             action_mask=np.stack(rec.mask) if rec.mask else None,
             log_probs=np.asarray(rec.logp, np.float32),
             rewards=np.asarray(rec.rewards, np.float32),
+            scaled_rewards=np.asarray(rec.scaled, np.float32) if self.reward_scale is not None else None,
             done=done,
             interrupted=interrupted,
             memory=np.stack(rec.memory) if rec.memory else None,
@@ -256,6 +305,7 @@ class AgentProcessor:
             group=group,
         )
         rec.obs, rec.cont, rec.disc, rec.mask, rec.logp, rec.rewards = [], [], [], [], [], []
+        rec.scaled = []
         rec.memory, rec.prev = [], []
         if rec.group_id:
             rec.mates, rec.group_reward = [], []
@@ -271,7 +321,9 @@ class AgentProcessor:
         if not len(terminal.agent_id):  # most steps: nobody's episode ended
             return trajectories, episodes
         gids = terminal.group_id.tolist() if self.record and terminal.group_id.any() else None
-        for j, agent_id in enumerate(terminal.agent_id.tolist()):
+        agent_ids = terminal.agent_id.tolist()
+        scaled = self._scale_step(worker, agent_ids, terminal.reward.tolist())
+        for j, agent_id in enumerate(agent_ids):
             key = (worker, agent_id)
             if gids is not None and gids[j] > 0:
                 self._leaving.setdefault(worker, []).append(((worker, gids[j]), key))
@@ -283,6 +335,8 @@ class AgentProcessor:
             rec.episode_length += 1
             if self.record:
                 rec.rewards.append(reward)
+                if scaled is not None:
+                    rec.scaled.append(scaled[j])
                 obs = [o[j] for o in terminal.obs]
                 if gids is not None and gids[j] > 0:
                     self._set_status((worker, gids[j]), key, self._status_of(rec, reward, True), obs)
@@ -315,7 +369,9 @@ class AgentProcessor:
                 statuses = self._status.get((worker, rec.group_id), {})
                 rec.mates.append([s for k, s in statuses.items() if k != key])
                 trajectories.append(self._emit(key, rec, obs, True, interrupted))
-        for j, agent_id in enumerate(decision.agent_id.tolist()):
+        agent_ids = decision.agent_id.tolist()
+        scaled = self._scale_step(worker, agent_ids, rewards) if self.record else None
+        for j, agent_id in enumerate(agent_ids):
             key = (worker, agent_id)
             rec = self._agents.get(key)
             if rec is None:
@@ -328,6 +384,8 @@ class AgentProcessor:
                 if not self.record:
                     continue
                 rec.rewards.append(rewards[j])
+                if scaled is not None:
+                    rec.scaled.append(scaled[j])
                 if gids is not None and gids[j] > 0:
                     self._credit_group(key, rec, gids[j], float(decision.group_reward[j]))
                 if len(rec.rewards) >= self.time_horizon:

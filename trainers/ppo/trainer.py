@@ -94,6 +94,11 @@ class PPOTrainer(Trainer):
 
     # -------------------------------------------------------------- experience
 
+    @property
+    def step_reward_scale(self) -> Optional[RewardScale]:
+        """``normalize_reward``: the scaling the trajectory assembly applies at each env step."""
+        return self.reward_scale
+
     def process_trajectory(self, traj: Trajectory) -> None:
         """Normalizer update, value estimates, per-signal rewards, GAE; appends to buffer."""
         hp = self.hyperparameters
@@ -110,7 +115,9 @@ class PPOTrainer(Trainer):
             obs_all, traj.agent, traj.done, traj.memory, prev_all
         )
         fields = self.step_fields(traj)
-        if self.reward_scale is not None:  # what the extrinsic signal reads
+        if traj.scaled_rewards is not None:  # scaled at the env step (`step_reward_scale`)
+            fields[ENVIRONMENT_REWARDS] = traj.scaled_rewards
+        elif self.reward_scale is not None:  # what the extrinsic signal reads
             fields[ENVIRONMENT_REWARDS] = self.reward_scale.scale(traj.agent, traj.rewards, traj.done)
         fields.update({obs_key(i): o for i, o in enumerate(traj.obs)})
         fields[LOG_PROBS] = traj.log_probs
@@ -163,8 +170,12 @@ class PPOTrainer(Trainer):
     @property
     def ready_to_update(self) -> bool:
         """ML-Agents' rule: update once the buffer holds *more* than ``buffer_size`` rows
-        (the whole buffer is then used, in ``rows // batch_size`` minibatches per epoch)."""
-        return self.buffer.num_experiences > self.settings.hyperparameters.buffer_size
+        (the whole buffer is then used, in ``rows // batch_size`` minibatches per epoch);
+        with ``update_when_full``, once it holds ``buffer_size`` (Stable-Baselines3)."""
+        hp = self.hyperparameters
+        if hp.update_when_full:
+            return self.buffer.num_experiences >= hp.buffer_size
+        return self.buffer.num_experiences > hp.buffer_size
 
     def update(self) -> Dict[str, float]:
         """``num_epoch`` shuffled passes, **one** ``sess.run`` per minibatch; clears the buffer.

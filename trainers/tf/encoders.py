@@ -1,11 +1,14 @@
 """Observation encoders: vector MLP, visual CNNs, and the body that joins them.
 
 Visual encoders follow ML-Agents' choices (``simple``: 2 convs; ``nature_cnn``: the DQN
-net; ``resnet``: IMPALA-style stacks; ``fully_connected``: flatten + dense); each maps an
-image ``[B, H, W, C]`` to ``[B, hidden_units]`` before the shared body.
+net; ``resnet``: Release 22's IMPALA-style stacks; ``resnet_tf``: the TF-era ML-Agents
+ResNet, trainer-learn's ``resnet`` before it became R22's; ``match3``: 2 SAME convs;
+``fully_connected``: flatten + dense); each maps an image ``[B, H, W, C]`` to
+``[B, hidden_units]`` before the shared body.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Tuple
 
 from envs.base_env import ObservationKind, ObservationSpec
@@ -20,11 +23,29 @@ from trainers.tf.attention import (
     residual_self_attention,
     self_encoding,
 )
-from trainers.tf.layers import SWISH_BIAS_STD, Activation, conv2d, dense, flatten, get_activation, mlp
+from trainers.tf.layers import SWISH_BIAS_STD, Activation, conv2d, dense, flatten, get_activation, mlp, swish
 from trainers.tf.normalizer import Normalizer
 
-# Smallest image side each encoder accepts (the convolutions must leave >= 1 pixel).
-MIN_RESOLUTION = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
+# Smallest image side each encoder accepts: R22's ``ModelUtils.MIN_RESOLUTION_FOR_ENCODER``
+# (the VALID convolutions / pooling must leave >= 1 pixel: simple 20 -> 4 -> 1, nature_cnn
+# 36 -> 8 -> 3 -> 1, resnet 15 -> 7 -> 3 -> 1). resnet_tf pools with SAME padding and would
+# take any size; it keeps the TF era's 15.
+MIN_RESOLUTION = {
+    "simple": 20, "nature_cnn": 36, "resnet": 15, "resnet_tf": 15, "match3": 5, "fully_connected": 1,
+}
+
+#: Slope of the leaky ReLUs after the convolutions of simple, nature_cnn and match3:
+#: TensorFlow's default, kept. R22's ``nn.LeakyReLU()`` is 0.01 (no variable depends on
+#: it); with 0.01 the R22 visual learning cases (nature_cnn, simple, match3; PPO and SAC;
+#: seeds 1-5) all still pass with the same last-5 means (+-0.008), but learn more slowly:
+#: the mean of the run's summary rewards fell in 28 of 40 seed pairs, and in all 15 of
+#: visual_ppo-discrete, visual_ppo-continuous and visual_sac-discrete (0.968 -> 0.942,
+#: 0.899 -> 0.859, 0.787 -> 0.762). README, "Figures behind choices in the code".
+LEAKY_RELU_SLOPE = 0.2
+
+#: Names of variables only `_resnet_tf` creates (its residual blocks are ``res_<j>``,
+#: `_resnet`'s ``block_<j>``): how a checkpoint tells which ResNet wrote it.
+RESNET_TF_VARIABLE = re.compile(r"(?:^|/)visual_\d+/stack_\d+/res_\d+/")
 
 
 def _flatten_channels_first(x: tf.Tensor) -> tf.Tensor:
@@ -39,20 +60,45 @@ def _flatten_channels_first(x: tf.Tensor) -> tf.Tensor:
     return flatten(tf.transpose(x, [0, 3, 1, 2]))
 
 
+def _leaky(x: tf.Tensor) -> tf.Tensor:
+    return tf.nn.leaky_relu(x, alpha=LEAKY_RELU_SLOPE)
+
+
 def _simple(x: tf.Tensor, act: Activation) -> tf.Tensor:
-    x = tf.nn.leaky_relu(conv2d(x, 16, 8, 4, "conv_0"))
-    x = tf.nn.leaky_relu(conv2d(x, 32, 4, 2, "conv_1"))
+    x = _leaky(conv2d(x, 16, 8, 4, "conv_0"))
+    x = _leaky(conv2d(x, 32, 4, 2, "conv_1"))
     return _flatten_channels_first(x)
 
 
 def _nature(x: tf.Tensor, act: Activation) -> tf.Tensor:
-    x = tf.nn.leaky_relu(conv2d(x, 32, 8, 4, "conv_0"))
-    x = tf.nn.leaky_relu(conv2d(x, 64, 4, 2, "conv_1"))
-    x = tf.nn.leaky_relu(conv2d(x, 64, 3, 1, "conv_2"))
+    x = _leaky(conv2d(x, 32, 8, 4, "conv_0"))
+    x = _leaky(conv2d(x, 64, 4, 2, "conv_1"))
+    x = _leaky(conv2d(x, 64, 3, 1, "conv_2"))
     return _flatten_channels_first(x)
 
 
 def _resnet(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    """Release 22's ``ResNetVisualEncoder`` body: ``[B, H, W, C] -> [B, 32*h*w]``.
+
+    Three stacks of 16, 32, 32 channels; each a 3x3 convolution (stride 1, zero padding
+    1 = SAME), a 3x3 max-pool of stride 2 without padding (``h -> (h - 3) // 2 + 1``: R22's
+    ``pool_out_shape``), then two residual blocks ``x + conv(swish(conv(swish(x))))``; a
+    swish before the flatten. Swish here whatever the network's activation, as R22.
+    """
+    for i, ch in enumerate((16, 32, 32)):
+        x = conv2d(x, ch, 3, 1, f"stack_{i}/conv", padding="SAME")
+        x = tf.nn.max_pool2d(x, 3, 2, padding="VALID")
+        for j in range(2):
+            h = conv2d(swish(x), ch, 3, 1, f"stack_{i}/block_{j}/conv_0", padding="SAME")
+            h = conv2d(swish(h), ch, 3, 1, f"stack_{i}/block_{j}/conv_1", padding="SAME")
+            x = x + h
+    return _flatten_channels_first(swish(x))
+
+
+def _resnet_tf(x: tf.Tensor, act: Activation) -> tf.Tensor:
+    """The TF-era ML-Agents ResNet (trainer-learn's ``resnet`` before R22's): ReLU residual
+    blocks ``res_<j>`` and max-pooling with SAME padding (``h -> ceil(h / 2)``):
+    ``[B, H, W, C] -> [B, 32*h*w]``. Kept so that checkpoints written with it resume."""
     for i, ch in enumerate((16, 32, 32)):
         x = conv2d(x, ch, 3, 1, f"stack_{i}/conv", padding="SAME")
         x = tf.nn.max_pool2d(x, 3, 2, padding="SAME")
@@ -64,8 +110,8 @@ def _resnet(x: tf.Tensor, act: Activation) -> tf.Tensor:
 
 
 def _match3(x: tf.Tensor, act: Activation) -> tf.Tensor:
-    x = tf.nn.leaky_relu(conv2d(x, 35, 3, 1, "conv_0", padding="SAME"))
-    x = tf.nn.leaky_relu(conv2d(x, 144, 3, 1, "conv_1", padding="SAME"))
+    x = _leaky(conv2d(x, 35, 3, 1, "conv_0", padding="SAME"))
+    x = _leaky(conv2d(x, 144, 3, 1, "conv_1", padding="SAME"))
     return _flatten_channels_first(x)
 
 
@@ -77,6 +123,7 @@ _VISUAL = {
     "simple": _simple,
     "nature_cnn": _nature,
     "resnet": _resnet,
+    "resnet_tf": _resnet_tf,
     "match3": _match3,
     "fully_connected": _fully_connected,
 }

@@ -450,7 +450,12 @@ Walker:
         (
             "behaviors: {A: {network_settings: {vis_encode_type: nature}}}",
             "vis_encode_type: unknown value 'nature'; expected one of simple, nature_cnn, resnet, "
-            "match3, fully_connected; did you mean nature_cnn?",
+            "resnet_tf, match3, fully_connected; did you mean nature_cnn?",
+        ),
+        (
+            "behaviors: {A: {network_settings: {vis_encode_type: resnet-tf}}}",
+            "behaviors.A.network_settings.vis_encode_type: unknown value 'resnet-tf'; expected one of simple, "
+            "nature_cnn, resnet, resnet_tf, match3, fully_connected; did you mean resnet_tf?",
         ),
         ("behaviors: {A: {network_settings: {activation: gelu}}}", "A.network_settings.activation"),
         (

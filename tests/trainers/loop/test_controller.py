@@ -70,6 +70,7 @@ class FakeTrainer:
         self.updates: List[int] = []  # the step of each update
         self.saved: List[int] = []
         self.episode_ends: List[EpisodeEnd] = []
+        self.step_reward_scale = None  # rewards reach the trajectories unscaled
 
     def process_trajectory(self, traj: Trajectory) -> None:
         self.trajectories.append(traj)
