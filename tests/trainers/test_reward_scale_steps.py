@@ -116,11 +116,11 @@ def test_the_trainer_takes_the_step_scaled_rewards_without_merging_again() -> No
             log_probs=np.zeros((n, 1), np.float32), rewards=np.full(n, 4.0, np.float32),
             done=False, interrupted=False, scaled_rewards=scaled,
         )
-        before = trainer.policy.session.run(trainer.reward_scale._variance)
+        before = trainer.reward_scale.variance()
         trainer.process_trajectory(traj)
         np.testing.assert_array_equal(trainer.buffer["extrinsic_rewards"], scaled)
         np.testing.assert_array_equal(trainer.buffer[ENVIRONMENT_REWARDS], scaled)
-        np.testing.assert_array_equal(trainer.policy.session.run(trainer.reward_scale._variance), before)
+        np.testing.assert_array_equal(trainer.reward_scale.variance(), before)
     finally:
         trainer.close()
         plain.close()

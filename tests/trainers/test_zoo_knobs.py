@@ -228,14 +228,14 @@ def test_normalized_rewards_feed_the_extrinsic_signal_and_are_saved(tmp_path):
             trainer.buffer["extrinsic_rewards"], np.full(n, 4.0 * _expected_scale(seen)), rtol=1e-5
         )
         prefix = trainer.save(str(tmp_path))
-        variance = trainer.policy.session.run(trainer.reward_scale._variance)
+        variance = trainer.reward_scale.variance()
     finally:
         trainer.close()
     resumed = _trainer(spec=spec, normalize_reward=True)
     try:
         resumed.load(prefix)
         assert resumed.reward_scale is not None
-        np.testing.assert_allclose(resumed.policy.session.run(resumed.reward_scale._variance), variance)
+        np.testing.assert_allclose(resumed.reward_scale.variance(), variance)
     finally:
         resumed.close()
 

@@ -18,16 +18,20 @@ on Acrobot, look worst) and is most of why SB3's PPO leaves -500 on Acrobot-v1 w
 first updates: without reward normalisation SB3 stays at -500 too (README, "Benchmarks").
 The statistics start as one pseudo-return with variance 1 (`trainers.tf.normalizer`);
 Stable-Baselines3 starts with a weight of 1e-4 (which does not change its Acrobot figures).
+
+Where: the live statistics are three numpy floats (count, mean, M2) merged in Python, read
+from the graph's variables at the first use (after any restore) and written back before
+each checkpoint (`flush`). The merge runs at every env step, where a ``sess.run`` (100-200
+us here) would be the largest cost after inference; the variables are only its saved copy.
 """
 from __future__ import annotations
 
-from typing import Dict, Hashable, Optional
+from typing import Dict, Hashable, Optional, Tuple
 
 import numpy as np
 
 from trainers.tf import tf
 from trainers.tf.normalizer import build_normalizer
-from trainers.tf.session import CALLER_THREAD, FastCallable
 
 CLIP_REWARD = 10.0
 EPSILON = 1e-8
@@ -39,27 +43,58 @@ class RewardScale:
     def __init__(self, session: tf.Session, gamma: float) -> None:
         self.session = session
         self.gamma = gamma
+        # The saved copy of the statistics (checkpoints, --resume); its update op is unused.
         self._stats = build_normalizer(1, "reward_normalization")
-        self._variance = self._stats.m2 / self._stats.count
-        # The variance once this trajectory's returns are merged: one run per trajectory.
-        with tf.control_dependencies([self._stats.update_op]):
-            self._updated_variance = tf.identity(self._stats.m2) / tf.identity(self._stats.count)
+        # The live statistics (count, mean, M2) of every return merged; None until the first
+        # use, which reads them from the graph (a restore has happened by then).
+        self._host: Optional[Tuple[float, float, float]] = None
         # Per agent: the discounted return of its current episode so far (`scale` only;
         # with `scale_step` the trajectory assembly keeps it).
         self._returns: Dict[Hashable, float] = {}
-        # `scale_step` runs at every env step: a compiled callable, made at its first call
-        # (the graph is final by then). A plain sess.run cost ~1.5 ms per step under load.
-        self._step_run: Optional[FastCallable] = None
+
+    def _merge(self, returns: np.ndarray) -> float:
+        """Merges ``returns`` ``[n]`` into the statistics (Chan et al.'s parallel update, as
+        `trainers.tf.normalizer` does in the graph) -> the variance after the merge."""
+        if self._host is None:
+            count, mean, m2 = self.session.run([self._stats.count, self._stats.mean, self._stats.m2])
+            self._host = (float(count), float(mean[0]), float(m2[0]))
+        count, mean, m2 = self._host
+        if len(returns):
+            x = np.asarray(returns, np.float64)
+            n_b = float(len(x))
+            mean_b = float(x.mean())
+            m2_b = float(((x - mean_b) ** 2).sum())
+            new_count = count + n_b
+            delta = mean_b - mean
+            mean = mean + delta * n_b / new_count
+            m2 = m2 + m2_b + delta * delta * count * n_b / new_count
+            count = new_count
+            self._host = (count, mean, m2)
+        return m2 / count
+
+    def variance(self) -> float:
+        """The variance of every return merged so far (the live statistics)."""
+        return self._merge(np.empty(0))
+
+    def flush(self) -> None:
+        """Writes the live statistics into the graph's variables (before a checkpoint);
+        no new ops: ``Variable.load`` feeds the variables' initializers."""
+        if self._host is None:
+            return  # nothing merged since the graph's values were read or restored
+        count, mean, m2 = self._host
+        self._stats.count.load(count, self.session)
+        self._stats.mean.load(np.array([mean]), self.session)
+        self._stats.m2.load(np.array([m2]), self.session)
+
+    def reload(self) -> None:
+        """Forgets the live statistics: the next use reads the graph's (after a restore)."""
+        self._host = None
 
     def scale_step(self, rewards: np.ndarray, returns: np.ndarray) -> np.ndarray:
         """One env step: ``returns`` ``[n]`` (each agent's discounted return, this step's
         reward included) are merged, then ``rewards`` ``[n]`` are scaled by the variance
-        after the merge -> ``[n]`` float32, clipped to +-10. One ``sess.run``."""
-        if self._step_run is None:
-            self._step_run = FastCallable(
-                self.session, [self._updated_variance], [self._stats.update_input], pool=CALLER_THREAD
-            )
-        variance = float(self._step_run(np.asarray(returns, np.float32)[:, None])[0][0])
+        after the merge -> ``[n]`` float32, clipped to +-10. No ``sess.run``."""
+        variance = self._merge(returns)
         scaled = np.asarray(rewards, np.float64) / np.sqrt(variance + EPSILON)
         return np.clip(scaled, -CLIP_REWARD, CLIP_REWARD).astype(np.float32)
 
@@ -76,9 +111,6 @@ class RewardScale:
             self._returns.pop(agent, None)
         else:
             self._returns[agent] = ret
-        if len(returns):
-            variance = float(self.session.run(self._updated_variance, {self._stats.update_input: returns[:, None]})[0])
-        else:
-            variance = float(self.session.run(self._variance)[0])
+        variance = self._merge(returns)
         scaled = np.asarray(rewards, np.float64) / np.sqrt(variance + EPSILON)
         return np.clip(scaled, -CLIP_REWARD, CLIP_REWARD).astype(np.float32)

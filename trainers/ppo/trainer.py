@@ -99,6 +99,21 @@ class PPOTrainer(Trainer):
         """``normalize_reward``: the scaling the trajectory assembly applies at each env step."""
         return self.reward_scale
 
+    def save(self, directory: str) -> str:
+        if self.reward_scale is not None:  # its live statistics are host-side between checkpoints
+            self.reward_scale.flush()
+        return super().save(directory)
+
+    def save_as(self, prefix: str) -> None:
+        if self.reward_scale is not None:
+            self.reward_scale.flush()
+        super().save_as(prefix)
+
+    def load(self, prefix: str, reset_step: bool = False) -> None:
+        super().load(prefix, reset_step)
+        if self.reward_scale is not None:  # the restored statistics, not the ones before
+            self.reward_scale.reload()
+
     def process_trajectory(self, traj: Trajectory) -> None:
         """Normalizer update, value estimates, per-signal rewards, GAE; appends to buffer."""
         hp = self.hyperparameters
