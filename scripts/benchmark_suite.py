@@ -286,6 +286,9 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
         if not h.update_when_full:
             notes.append(f"updates once the buffer holds more than {h.buffer_size} rows here (ML-Agents), "
                          "at n_steps x n_envs in SB3: set update_when_full")
+        if not s.rollout_cuts:
+            notes.append(f"trajectories are cut {s.time_horizon} steps after their start here (ML-Agents), "
+                         "at every env's rollout end in SB3: set rollout_cuts")
         if h.advantage_normalization == "buffer":
             notes.append("advantages normalised over the buffer here, per minibatch in SB3")
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,

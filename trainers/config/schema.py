@@ -566,6 +566,14 @@ class TrainerSettings:
     """Agent steps to train for (>= 0; 0 is allowed for inference)."""
     time_horizon: int = 64
     """Steps per agent before a trajectory is cut and sent to the trainer (> 0)."""
+    rollout_cuts: bool = False
+    """False (ML-Agents): an agent's trajectory is cut ``time_horizon`` steps after it
+    started (an episode's start or the last cut). True (Stable-Baselines3's rollouts of
+    ``n_steps``): every agent of an env worker is cut at every ``time_horizon``-th env step
+    of that worker, counted from its first step and not restarted by episode ends, so all
+    agents' cuts line up; an episode's end still ends its trajectory. With
+    ``time_horizon x agents == buffer_size`` and ``hyperparameters.update_when_full`` each
+    update then takes exactly ``buffer_size`` rows, as SB3's ``n_steps x n_envs``."""
     summary_freq: int = 50000
     """Agent steps between summaries (console, TensorBoard, CSV) (> 0)."""
     init_path: Optional[str] = None
@@ -660,6 +668,7 @@ class TrainerSettings:
         _check_int(self, "checkpoint_interval", 1)
         _check_int(self, "max_steps", 0)
         _check_int(self, "time_horizon", 1)
+        _check_bool(self, "rollout_cuts")
         _check_int(self, "summary_freq", 1)
         _check_str(self, "init_path", optional=True)
         _check_bool(self, "threaded")

@@ -181,7 +181,10 @@ class TrainerController:
             s = trainer.settings
             state = BehaviorState(
                 trainer,
-                AgentProcessor(trainer.spec, s.time_horizon, record=training, reward_scale=trainer.step_reward_scale),
+                AgentProcessor(
+                    trainer.spec, s.time_horizon, record=training, reward_scale=trainer.step_reward_scale,
+                    rollout_cuts=s.rollout_cuts,
+                ),
                 stats[name],
                 self.layout.behavior_dir(name),
                 recurrent=trainer.actor.use_recurrent,
@@ -408,6 +411,7 @@ class TrainerController:
             # Self-play: a ghost team's processor keeps episode returns only (no trajectory).
             processor = turn.group.processor if turn.group is not None else b.processor
             learning = turn.group is None or turn.group.learning
+            previous: Optional[EnvStep] = None
             for env_step, bid in turn.parts:
                 decision, terminal = env_step.steps[bid]
                 # count_nonzero: a fifth of ndarray.any()'s cost on a few agents, every step
@@ -415,7 +419,9 @@ class TrainerController:
                                             or np.count_nonzero(decision.group_reward)):
                     self._warn_group_reward(name, b)
                 trajectories, episodes = processor.add_terminal(env_step.worker_id, terminal)
-                trajectories += processor.add_decision(env_step.worker_id, decision)
+                # A worker's further behavior ids (teams) are the same env step (rollout_cuts).
+                trajectories += processor.add_decision(env_step.worker_id, decision, env_step is not previous)
+                previous = env_step
                 for traj in trajectories:
                     self._process_trajectory(b, traj)
                     if self.self_play is not None and name in self.self_play:

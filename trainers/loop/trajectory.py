@@ -6,6 +6,17 @@ the agent's episode ends (``done``; ``interrupted`` when a time limit ended it) 
 reaches ``time_horizon`` steps (then the agent's current observation is the bootstrap
 observation and the agent goes on).
 
+**Rollout cuts** (``rollout_cuts=True``, Stable-Baselines3's rollouts): instead of
+``time_horizon`` steps after the trajectory's start, every agent of a worker that decides
+at the worker's ``time_horizon``-th, ``2 x time_horizon``-th... env step is cut there. A
+worker's env steps are counted by `add_decision` calls (``new_step``), from 0 at its first
+one (the reset, which credits nothing). A cut trajectory holds the agent's rows since the
+later of the rollout's start and its episode's start, so where every agent acts at every
+step each rollout of a worker holds agents x ``time_horizon`` rows. Episode ends still end
+a trajectory and do not restart the count; `end_episodes` and `drop_worker`, which restart
+agents afresh, do. The cap of ``time_horizon`` rows per
+trajectory holds either way.
+
 **Groups** (ML-Agents' multi-agent groups, MA-POCA): an agent whose steps carry a
 ``group_id`` other than 0 records, for each of its steps, the status of its groupmates at
 that env step (each mate's observation and action at its own last decision, its reward
@@ -183,13 +194,18 @@ class AgentProcessor:
 
     def __init__(
         self, spec: BehaviorSpec, time_horizon: int, record: bool = True,
-        reward_scale: Optional[StepRewardScale] = None,
+        reward_scale: Optional[StepRewardScale] = None, rollout_cuts: bool = False,
     ) -> None:
         """``record=False`` (inference): only episode returns and lengths are tracked.
         ``reward_scale``: scales each env step's rewards as they arrive (recording only);
-        the trajectories then carry ``scaled_rewards``."""
+        the trajectories then carry ``scaled_rewards``. ``rollout_cuts``: cut every agent
+        of a worker at each ``time_horizon``-th env step of the worker (the module's
+        docstring)."""
         self.spec = spec
         self.time_horizon = time_horizon
+        self.rollout_cuts = rollout_cuts and record
+        # rollout_cuts: worker -> its env steps so far (the first, its reset, is 0).
+        self._worker_steps: Dict[int, int] = {}
         self.record = record
         self.reward_scale = reward_scale if record else None
         self._agents: Dict[AgentKey, _AgentRecord] = {}
@@ -349,11 +365,20 @@ class AgentProcessor:
             episodes.append(EpisodeEnd(key, rec.episode_reward, rec.episode_length))
         return trajectories, episodes
 
-    def add_decision(self, worker: int, decision: DecisionSteps) -> List[Trajectory]:
+    def add_decision(self, worker: int, decision: DecisionSteps, new_step: bool = True) -> List[Trajectory]:
         """Credits rewards to pending steps; cuts trajectories at ``time_horizon``; emits
         the last trajectories of the grouped agents whose episode ended in the
-        `add_terminal` call just before (same worker)."""
+        `add_terminal` call just before (same worker).
+
+        ``new_step``: this call starts a new env step of ``worker`` (with ``rollout_cuts``,
+        the step count advances); False for the further behavior ids of the same env step
+        (a behavior with several teams, ``Name?team=N``)."""
         trajectories = []
+        cut_all = False
+        if self.rollout_cuts:
+            n = self._worker_steps.get(worker, -1) + int(new_step)
+            self._worker_steps[worker] = n
+            cut_all = n > 0 and n % self.time_horizon == 0
         rewards = decision.reward.tolist()
         gids = decision.group_id.tolist() if self.record and decision.group_id.any() else None
         if gids is not None:
@@ -388,7 +413,7 @@ class AgentProcessor:
                     rec.scaled.append(scaled[j])
                 if gids is not None and gids[j] > 0:
                     self._credit_group(key, rec, gids[j], float(decision.group_reward[j]))
-                if len(rec.rewards) >= self.time_horizon:
+                if len(rec.rewards) >= self.time_horizon or cut_all:
                     obs = [o[j] for o in decision.obs]
                     trajectories.append(self._emit(key, rec, obs, False, False))
         leaving = self._leaving.pop(worker, None)
@@ -454,6 +479,7 @@ class AgentProcessor:
         next step starts each one afresh, as after an environment reset (ML-Agents'
         ``AgentProcessor.end_episode``; self-play's team change)."""
         self._agents.clear()
+        self._worker_steps.clear()
         for table in (self._status, self._current_obs, self._held, self._leaving):
             table.clear()
 
@@ -468,3 +494,4 @@ class AgentProcessor:
                 del groups[gkey]
         self._held.pop(worker, None)
         self._leaving.pop(worker, None)
+        self._worker_steps.pop(worker, None)
