@@ -236,13 +236,12 @@ ML_AGENTS_OWN_PASSES = {"hybrid_visual_ppo": 2}
 # 1.050 and match3 1.050, visual_advanced_sac match3 1.050. hybrid_visual_sac: not measured
 # (one seed ran past 6 minutes on the busy machine and was stopped).
 # visual_advanced_sac resnet (100 steps, 0.5), in the suite since `resnet` is R22's
-# ResNetVisualEncoder (swish blocks, unpadded pooling, a final swish; trainers/tf/encoders.py
-# `_resnet`): 0.626 1.050 0.606 0.622 1.050 (seeds 1-5, 5 of 5); seeds 6-10 -0.646 0.622
-# 0.202 1.050 0.622 (3 of 5): a marginal case (8 of 10). With the TF-era one (now
-# `resnet_tf`: ReLU blocks, max-pool with SAME padding) it was -0.646 0.626 -0.222 1.050
-# 1.026 (3 of 5); with R22's ReLU (not swish) on the dense layer after the ResNet, 0.626
-# 1.050 0.202 -0.646 1.050 (3 of 5). visual_advanced_ppo resnet: R22's 1.034 0.626 0.586
-# 1.050 0.626 (5 of 5, but lower), TF-era 1.050 x 5.
+# ResNetVisualEncoder with R22's (torch's default) convolution init (trainers/tf/encoders.py
+# `_resnet`): 1.050 on seeds 1-5, as R22's own trainer (scripts/ml_agents_yardstick.py).
+# With He-initialised convolutions 0.626 1.050 0.606 0.622 1.050; with the TF-era ResNet
+# (now `resnet_tf`) -0.646 0.626 -0.222 1.050 1.026. visual_advanced_ppo resnet: 1.050 x 5
+# (He init: 1.034 0.626 0.586 1.050 0.626; TF-era 1.050 x 5). README, "Figures behind
+# choices in the code".
 
 #: The cases the slow suite runs: every kind (PPO and SAC, 1-D and 2-D, visual with the
 #: simple, nature_cnn and (SAC) resnet encoders, GAIL + BC from vectors and from images,

@@ -73,17 +73,36 @@ def mlp(
     return x
 
 
-def conv2d(x: tf.Tensor, filters: int, kernel: int, stride: int, name: str, padding: str = "VALID") -> tf.Tensor:
-    """2-D convolution on NHWC input ``[B, H, W, C] -> [B, H', W', filters]`` (no activation)."""
+def conv2d(
+    x: tf.Tensor, filters: int, kernel: int, stride: int, name: str, padding: str = "VALID", torch_init: bool = False
+) -> tf.Tensor:
+    """2-D convolution on NHWC input ``[B, H, W, C] -> [B, H', W', filters]`` (no activation).
+
+    He normal init (std ``sqrt(2 / fan_in)``, ``fan_in = kernel * kernel * C``), zero bias;
+    with ``torch_init`` torch's ``nn.Conv2d`` default instead, which Release 22's encoders
+    keep (``kaiming_uniform_(a=sqrt(5))``): kernel and bias both uniform in
+    ``+-1/sqrt(fan_in)`` (~2.5x narrower). No variable's shape depends on the choice.
+    """
     in_ch = int(x.shape[-1])
+    bound = 1.0 / float(np.sqrt(kernel * kernel * in_ch))
     with tf.variable_scope(name):
         w = tf.get_variable(
             "kernel",
             [kernel, kernel, in_ch, filters],
             dtype=x.dtype,
-            initializer=tf.variance_scaling_initializer(2.0, distribution="truncated_normal"),
+            # variance_scaling's uniform limit is sqrt(3 * scale / fan_in): 1/sqrt(fan_in) at 1/3.
+            initializer=(
+                tf.variance_scaling_initializer(1.0 / 3.0, mode="fan_in", distribution="uniform")
+                if torch_init
+                else tf.variance_scaling_initializer(2.0, distribution="truncated_normal")
+            ),
         )
-        b = tf.get_variable("bias", [filters], dtype=x.dtype, initializer=tf.zeros_initializer())
+        b = tf.get_variable(
+            "bias",
+            [filters],
+            dtype=x.dtype,
+            initializer=tf.random_uniform_initializer(-bound, bound) if torch_init else tf.zeros_initializer(),
+        )
     return tf.nn.conv2d(x, w, strides=[1, stride, stride, 1], padding=padding) + b
 
 
