@@ -19,9 +19,11 @@ Metrics, the same definitions for both trainers (``final_return``, ``area_under_
   after training (ours: ``evaluation:`` at the last step; SB3: ``model.predict(...,
   deterministic=True)``), observation statistics frozen;
 - area under the curve: the mean return of every training episode of the run;
-- wall time: ours from the resolved config to the final checkpoint and export, less the
-  evaluation; SB3 from building the env to the end of ``learn()``; env steps/s = the
-  agent steps trained / wall time.
+- wall time: ours from the resolved config to the end of the run, less the evaluation and
+  the saving (checkpoints, the .pb/.onnx exports: ``save`` in the run's timers.json); SB3
+  from building the env to the end of ``learn()``; env steps/s = the agent steps trained /
+  wall time. Saving is timed apart on both sides (ours: every checkpoint and export of the
+  run; SB3: one ``model.save()`` after ``learn()``) and printed beside each run.
 Per task: mean +- std over seeds (sample std), the speed ratio ours/SB3 (env steps/s) and
 a verdict per metric, "yes" when ours is within one SB3 standard deviation or better
 (``within_one_std``). ``--max-steps`` caps budgets (the output says so). LunarLander needs
@@ -193,7 +195,7 @@ class Run:
             "task": self.task, "side": self.side, "seed": self.seed, "steps": self.steps,
             "wall_s": round(self.wall, 3), "steps_per_s": round(self.steps_per_s, 2),
             "episodes": len(self.returns), "final_return": self.final, "eval_return": self.eval_mean,
-            "auc": self.auc,
+            "auc": self.auc, "save_s": round(self.extra.get("save_s", math.nan), 3),
         }
 
 
@@ -248,8 +250,9 @@ def run_ours(task: Task, cap: Optional[int], seed: int, eval_episodes: int) -> R
         # The evaluation runs at the last step only: without it the trainer stopped early,
         # on Ctrl-C or SIGTERM, which it takes as "save and stop"; so does the suite.
         raise SuiteStopped(f"{task.name} seed {seed}: training stopped before its last step; suite stopped")
-    return Run(task.name, "ours", seed, steps, wall - float(timers.get("evaluation", 0.0)), returns,
-               evals[-1] if evals else math.nan)
+    save = float(timers["save"])
+    return Run(task.name, "ours", seed, steps, wall - float(timers["evaluation"]) - save, returns,
+               evals[-1] if evals else math.nan, {"save_s": save})
 
 
 def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> Tuple[Dict[str, Any], List[str]]:
@@ -333,7 +336,7 @@ def run_sb3(python: str, task: Task, spec: Dict[str, Any]) -> Run:
     evals = result["eval"]
     return Run(task.name, "sb3", spec["seed"], result["timesteps"], result["wall"],
                [r for r, _ in result["episodes"]], sum(evals) / len(evals) if evals else math.nan,
-               {"versions": result["versions"]})
+               {"versions": result["versions"], "save_s": result["save"]})
 
 
 # ------------------------------------------------------------------- the table
@@ -468,8 +471,8 @@ def run_suite(args: argparse.Namespace, wanted: Sequence[str], by_name: Dict[str
             run = run_ours(task, cap, seed, args.eval_episodes)
             ours.append(run)
             print(f"  {task.name} ours seed {seed}: final {run.final:.1f}, eval {run.eval_mean:.1f}, "
-                  f"AUC {run.auc:.1f}, {run.wall:.1f} s, {run.steps_per_s:.0f} steps/s, "
-                  f"{len(run.returns)} episodes", flush=True)
+                  f"AUC {run.auc:.1f}, {run.wall:.1f} s (+ {run.extra['save_s']:.1f} s saving), "
+                  f"{run.steps_per_s:.0f} steps/s, {len(run.returns)} episodes", flush=True)
             if args.sb3_python is not None:
                 with tempfile.TemporaryDirectory(prefix="suite_spec_") as results:
                     spec, notes = sb3_spec(load_task(task, cap, seed, results, args.eval_episodes),
@@ -480,8 +483,8 @@ def run_suite(args: argparse.Namespace, wanted: Sequence[str], by_name: Dict[str
                 run = run_sb3(args.sb3_python, task, spec)
                 theirs.append(run)
                 print(f"  {task.name} SB3  seed {seed}: final {run.final:.1f}, eval {run.eval_mean:.1f}, "
-                      f"AUC {run.auc:.1f}, {run.wall:.1f} s, {run.steps_per_s:.0f} steps/s, "
-                      f"{len(run.returns)} episodes", flush=True)
+                      f"AUC {run.auc:.1f}, {run.wall:.1f} s (+ {run.extra['save_s']:.1f} s saving), "
+                      f"{run.steps_per_s:.0f} steps/s, {len(run.returns)} episodes", flush=True)
         runs.extend(ours + theirs)
         budget = ours[0].steps
         zoo = "" if task.zoo_mean is None else f"; zoo PPO {task.zoo_mean:.1f} +- {task.zoo_std:.1f} @ {task.zoo_steps}"

@@ -17,13 +17,16 @@ in one place, the YAML, and this file only turns the spec's fields into SB3's ob
   and ``policy_kwargs.activation`` names a torch.nn activation class.
 
 The result: ``timesteps``, ``wall`` (seconds from building the env to the end of
-``learn()``; imports and the evaluation are not in it), ``episodes`` ([return, length] of
+``learn()``; imports and the evaluation are not in it), ``save`` (seconds of
+``model.save()`` after it), ``episodes`` ([return, length] of
 every training episode, in the order they ended: Monitor's figures, the env's own reward)
 and ``eval`` (the return of each of ``eval_episodes`` deterministic episodes on a fresh env
 seeded ``eval_seed``, the observation statistics frozen).
 """
 import json
+import os
 import sys
+import tempfile
 import time
 
 import gymnasium as gym
@@ -95,10 +98,15 @@ def run(spec: dict) -> dict:
     recorder = EpisodeRecorder()
     model.learn(total_timesteps=spec["total_timesteps"], callback=recorder)
     wall = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="sb3_save_") as folder:
+        start = time.perf_counter()
+        model.save(os.path.join(folder, "model"))  # what a user does after learn(): timed apart
+        save = time.perf_counter() - start
     returns = evaluate(model, spec, env)
     return {
         "timesteps": int(model.num_timesteps),
         "wall": wall,
+        "save": save,
         "episodes": recorder.episodes,
         "eval": returns,
         "versions": {"stable_baselines3": __import__("stable_baselines3").__version__,

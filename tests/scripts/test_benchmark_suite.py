@@ -198,3 +198,6 @@ def test_ours_alone_end_to_end(tmp_path: object) -> None:
     assert run["final_return"] == pytest.approx(suite.final_return(run["returns"]))
     assert run["auc"] == pytest.approx(sum(run["returns"]) / len(run["returns"]))
     assert 1.0 <= run["eval_return"] <= 500.0  # CartPole's returns: 1 per step
+    # The final checkpoint, the best one and their exports: timed apart, not in the wall time.
+    assert run["save_s"] > 0 and run["wall_s"] > 0
+    assert "s saving)" in done.stdout

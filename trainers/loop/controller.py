@@ -85,10 +85,11 @@ class Timers:
     swap: float = 0.0
     update_wait: float = 0.0  # controller time spent waiting for a running update
     evaluation: float = 0.0  # evaluations (``evaluation:``), their env steps and inference included
+    save: float = 0.0  # checkpoints and their exports (.pb/.onnx), the final ones included
 
     def as_dict(self) -> Dict[str, object]:
         keys = ("env", "inference", "trajectories", "update", "total", "env_steps", "update_durations", "swap",
-                "update_wait", "evaluation")
+                "update_wait", "evaluation", "save")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -558,6 +559,13 @@ class TrainerController:
         """``checkpoint-best`` (beside the numbered ones, never pruned or resumed from), then
         the status recording it (atomically), then the best model (`on_best`), in the order
         of a checkpoint's files."""
+        t = time.perf_counter()
+        try:
+            self._write_best(name, reward)
+        finally:
+            self.timers.save += time.perf_counter() - t
+
+    def _write_best(self, name: str, reward: float) -> None:
         b = self.behaviors[name]
         trainer = b.trainer
         prefix = self.layout.best_checkpoint(name)
@@ -576,6 +584,13 @@ class TrainerController:
 
     def save_checkpoint(self, name: str) -> CheckpointEntry:
         """Checkpoint (+ export hook) for one behavior; prunes beyond keep_checkpoints."""
+        t = time.perf_counter()
+        try:
+            return self._save_checkpoint(name)
+        finally:
+            self.timers.save += time.perf_counter() - t
+
+    def _save_checkpoint(self, name: str) -> CheckpointEntry:
         b = self.behaviors[name]
         trainer = b.trainer
         prefix = trainer.save(b.checkpoint_dir)
@@ -613,7 +628,9 @@ class TrainerController:
         if self.on_checkpoint is None or b.trainer.step != entry.steps:
             return  # only the weights in the session can be exported
         if not os.path.exists(self._exported_path(name, entry.steps, "pb")):
+            t = time.perf_counter()
             self.on_checkpoint(b.trainer, self.layout.in_run(name, entry.file_path))
+            self.timers.save += time.perf_counter() - t
 
     def _exported_path(self, name: str, step: int, ext: str) -> str:
         """``<Behavior>-<step>.<ext>`` beside the behavior's checkpoints."""
