@@ -255,6 +255,37 @@ def run_ours(task: Task, cap: Optional[int], seed: int, eval_episodes: int) -> R
                evals[-1] if evals else math.nan, {"save_s": save})
 
 
+def action_half_range(env_id: str, env_kwargs: Dict[str, Any]) -> Optional[float]:
+    """Half the width of a Gymnasium env's Box action space when every dimension has the
+    same finite one (Pendulum-v1: 2.0); None otherwise (discrete, or uneven bounds)."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        space = env.action_space
+    finally:
+        env.close()
+    if not isinstance(space, gym.spaces.Box):
+        return None
+    half = (np.asarray(space.high, np.float64) - np.asarray(space.low, np.float64)) / 2.0
+    if not np.all(np.isfinite(half)) or not np.all(half == half.flat[0]):
+        return None
+    return float(half.flat[0])
+
+
+def sb3_log_std_init(ours: float, half_range: Optional[float]) -> float:
+    """SB3's ``log_std_init`` for ours: the same initial standard deviation in the env's units.
+
+    Our continuous actions reach a gym env as ``clip(a, -3, 3) / 3`` rescaled to its bounds
+    (ML-Agents' mapping, `trainers.tf.distributions`), so a std s of ours is s x half / 3
+    there; SB3 hands its raw actions to the env (clipped to the bounds), so its std is in the
+    env's units already. Without one half range (discrete, uneven bounds): unchanged."""
+    from trainers.tf.distributions import CONTINUOUS_CLIP
+
+    return ours if half_range is None else ours + math.log(half_range / CONTINUOUS_CLIP)
+
+
 def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> Tuple[Dict[str, Any], List[str]]:
     """SB3's arguments for our resolved settings (one behavior, a ``gym:`` env), and the
     differences SB3 cannot express, one line each.
@@ -294,9 +325,16 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
                          "at every env's rollout end in SB3: set rollout_cuts")
         if h.advantage_normalization == "buffer":
             notes.append("advantages normalised over the buffer here, per minibatch in SB3")
+        from trainers.tf.distributions import CONTINUOUS_CLIP
+
+        half = action_half_range(spec["env_id"], spec["env_kwargs"])
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,
                                        "vf": [net.hidden_units] * net.num_layers},
-                             log_std_init=h.log_std_init)
+                             log_std_init=sb3_log_std_init(h.log_std_init, half))
+        if half is not None and half != CONTINUOUS_CLIP:
+            notes.append(f"continuous actions reach the env as clip(a, -3, 3) / 3 x {half:g} here (ML-Agents), "
+                         f"as clip(a, -{half:g}, {half:g}) in SB3: log_std_init converted (the same initial "
+                         "std in the env's units), the policy's mean is not")
         epsilon = sched(h.epsilon, h.resolved_epsilon_schedule, h.epsilon_final)
         spec["kwargs"] = {
             "n_steps": n_steps, "batch_size": h.batch_size, "n_epochs": h.num_epoch,

@@ -85,7 +85,8 @@ def _spec(name: str, cap: int = 0) -> Dict[str, object]:
     with tempfile.TemporaryDirectory() as results:
         options = suite.load_task(task, cap or None, 7, results, 4)
     spec, notes = suite.sb3_spec(options, 7, 4)
-    assert notes == []  # the zoo configs say nothing SB3 cannot express
+    # The zoo configs say nothing SB3 cannot express but ML-Agents' action mapping.
+    assert [n for n in notes if not n.startswith("continuous actions reach the env as clip(a, -3, 3) / 3")] == []
     return spec
 
 
@@ -113,9 +114,18 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
     assert (acrobot["kwargs"]["n_steps"], acrobot["kwargs"]["batch_size"], acrobot["kwargs"]["learning_rate"]) == (
         256, 64, 3e-4)
 
+    # Continuous: SB3 gets the zoo's log_std_init in the env's units; ours reach the env as
+    # clip(a, -3, 3) / 3 x half the action range (MountainCarContinuous 1, Pendulum 2).
     mcc = _spec("MountainCarContinuous")
     assert isinstance(mcc["kwargs"], dict)
-    assert mcc["kwargs"]["policy_kwargs"]["log_std_init"] == pytest.approx(-3.29)
+    assert mcc["kwargs"]["policy_kwargs"]["log_std_init"] == pytest.approx(-3.29, abs=1e-5)
+    pendulum = _spec("Pendulum")
+    assert isinstance(pendulum["kwargs"], dict)
+    assert pendulum["kwargs"]["policy_kwargs"]["log_std_init"] == pytest.approx(0.0, abs=1e-5)
+    assert suite.action_half_range("Pendulum-v1", {}) == 2.0
+    assert suite.action_half_range("CartPole-v1", {}) is None
+    assert suite.sb3_log_std_init(0.0, 3.0) == 0.0 and suite.sb3_log_std_init(0.5, None) == 0.5
+    assert suite.sb3_log_std_init(math.log(1.5), 2.0) == pytest.approx(0.0)
     assert mcc["kwargs"]["max_grad_norm"] == 5.0
 
     sac = _spec("PendulumSAC")
