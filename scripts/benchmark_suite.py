@@ -256,22 +256,21 @@ def run_ours(task: Task, cap: Optional[int], seed: int, eval_episodes: int) -> R
 
 
 def action_half_range(env_id: str, env_kwargs: Dict[str, Any]) -> Optional[float]:
-    """Half the width of a Gymnasium env's Box action space when every dimension has the
-    same finite one (Pendulum-v1: 2.0); None otherwise (discrete, or uneven bounds)."""
+    """Half the width of a Gymnasium env's Box action space as our gym wrapper maps onto it
+    (`envs.gym._Actions`: [-1, 1] to the bounds), when every dimension has the same finite
+    one (Pendulum-v1: 2.0); None otherwise (discrete, unbounded or uneven bounds)."""
     import gymnasium as gym
-    import numpy as np
+
+    from envs.gym import _Actions
 
     env = gym.make(env_id, **env_kwargs)
     try:
-        space = env.action_space
+        mapping = _Actions(env_id, env.action_space)
     finally:
         env.close()
-    if not isinstance(space, gym.spaces.Box):
+    if mapping.kind != "box" or mapping.any_identity or not (mapping.half == mapping.half[0]).all():
         return None
-    half = (np.asarray(space.high, np.float64) - np.asarray(space.low, np.float64)) / 2.0
-    if not np.all(np.isfinite(half)) or not np.all(half == half.flat[0]):
-        return None
-    return float(half.flat[0])
+    return float(mapping.half[0])
 
 
 def sb3_log_std_init(ours: float, half_range: Optional[float]) -> float:
@@ -325,13 +324,12 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
                          "at every env's rollout end in SB3: set rollout_cuts")
         if h.advantage_normalization == "buffer":
             notes.append("advantages normalised over the buffer here, per minibatch in SB3")
-        from trainers.tf.distributions import CONTINUOUS_CLIP
-
         half = action_half_range(spec["env_id"], spec["env_kwargs"])
+        log_std_init = sb3_log_std_init(h.log_std_init, half)
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,
                                        "vf": [net.hidden_units] * net.num_layers},
-                             log_std_init=sb3_log_std_init(h.log_std_init, half))
-        if half is not None and half != CONTINUOUS_CLIP:
+                             log_std_init=log_std_init)
+        if half is not None and log_std_init != h.log_std_init:  # the two mappings differ in scale
             notes.append(f"continuous actions reach the env as clip(a, -3, 3) / 3 x {half:g} here (ML-Agents), "
                          f"as clip(a, -{half:g}, {half:g}) in SB3: log_std_init converted (the same initial "
                          "std in the env's units), the policy's mean is not")
