@@ -25,7 +25,7 @@ It runs under a separate virtualenv with R22 installed, NOT the project's interp
     /tmp/mlavenv/bin/pip install --no-deps --ignore-requires-python \
         -e /tmp/mla22/ml-agents-envs -e /tmp/mla22/ml-agents
     /tmp/mlavenv/bin/pip install "numpy==1.23.5" "cattrs>=1.1.0,<1.7" attrs pyyaml \
-        "protobuf<3.21" grpcio Pillow tensorboard six cloudpickle filelock h5py "setuptools<70"
+        "protobuf<3.21" grpcio Pillow tensorboard six cloudpickle filelock h5py "setuptools<70" pytest
 
 (R22 pins Python <=3.10; with 3.11 the pins that matter are numpy<1.24 -- the test env uses
 ``np.bool`` -- cattrs<1.7, protobuf<3.21 and setuptools<70 for ``pkg_resources``; grpcio's

@@ -233,8 +233,9 @@ ML_AGENTS_OWN_PASSES = {"hybrid_visual_ppo": 2}
 #   hybrid_sac (1, 1) 0.838 1.050 1.046 1.044 1.050
 # Outside the suite, seed 1 only: 2d_ppo discrete 1.050, 2d_sac continuous 1.048,
 # visual_ppo continuous 1.018, visual_sac discrete 1.020, visual_advanced_ppo resnet (TF-era)
-# 1.050 and match3 1.050, visual_advanced_sac match3 1.050. hybrid_visual_sac (seeds 1-5,
-# 2026-12-07, ~40 s a seed idle): 0.578 1.016 0.984 0.568 1.012, 3 of 5 (R22's own: 4 of 5).
+# 1.050 and match3 1.050, visual_advanced_sac match3 1.050. hybrid_visual_sac (2026-12-07):
+# seeds 1-5 0.578 1.016 0.984 0.568 1.012, 3 of 5 (R22's own: 4 of 5); seeds 1-20: 9 of 20
+# (R22's own: 14 of 20; README, "ML-Agents' learning tests").
 # visual_advanced_sac resnet (100 steps, 0.5), in the suite since `resnet` is R22's
 # ResNetVisualEncoder with R22's (torch's default) convolution init (trainers/tf/encoders.py
 # `_resnet`): 1.050 on seeds 1-5, as R22's own trainer (scripts/ml_agents_yardstick.py).
