@@ -168,7 +168,7 @@ def _minibatch(spec, trainer, n, rng):
 @pytest.mark.parametrize("clip_value_loss", [True, False])
 def test_ppo_losses_match_closed_form(clip_value_loss):
     spec = make_spec(1, (2,))
-    trainer = make_trainer(spec, small_settings(clip_value_loss=clip_value_loss))
+    trainer = make_trainer(spec, small_settings(clip_value_loss=clip_value_loss, batch_size=32))
     rng = np.random.default_rng(4)
     mb = _minibatch(spec, trainer, 32, rng)
     # ratios != 1, different per column (1 continuous dimension, 1 branch)

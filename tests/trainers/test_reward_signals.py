@@ -89,7 +89,7 @@ def gail_trainer(demo_path):
         "extrinsic": ExtrinsicSettings(),
         "curiosity": CuriositySettings(encoding_size=16, learning_rate=3e-3),
         "gail": GAILSettings(demo_path=demo_path, encoding_size=16, learning_rate=3e-3, use_actions=True),
-    })
+    }, batch_size=32)  # the updates below feed 32 rows
     yield trainer
     trainer.close()
 
@@ -100,7 +100,7 @@ def vail_trainer(demo_path):
         "extrinsic": ExtrinsicSettings(),
         "curiosity": CuriositySettings(encoding_size=16),
         "gail": GAILSettings(demo_path=demo_path, encoding_size=16, learning_rate=3e-3, use_actions=True, use_vail=True),
-    }, num_epoch=3)
+    }, num_epoch=3, batch_size=32)  # the updates below feed 32 rows
     yield trainer
     trainer.close()
 
@@ -242,8 +242,8 @@ def test_two_towers_give_the_same_curiosity_losses(demo_path):
     (VAIL) samples, so on two towers its statistics are only checked to be finite."""
     signals = {"extrinsic": ExtrinsicSettings(), "curiosity": CuriositySettings(encoding_size=8),
                "gail": GAILSettings(demo_path=demo_path, encoding_size=8, use_actions=True, use_vail=True)}
-    one = make_trainer(signals, seed=3)
-    settings = replace(small_settings(), reward_signals=signals)
+    one = make_trainer(signals, seed=3, batch_size=15)
+    settings = replace(small_settings(batch_size=15), reward_signals=signals)
     two = PPOTrainer("B", SPEC, settings, StatsReporter("B", []), 3, ("/cpu:0", "/cpu:1"))
     mb = policy_minibatch(one, 15, np.random.default_rng(7))
     s1, s2 = run_update(one, mb), run_update(two, mb)
@@ -296,7 +296,7 @@ def test_gail_reads_done_and_actions_only_with_use_actions(demo_path, gail_train
     """ML-Agents' discriminator reads (obs, action, done) with ``use_actions`` and obs alone
     without: ``done`` alone would let it tell policy from expert by episode ends."""
     trainer = make_trainer({"extrinsic": ExtrinsicSettings(),
-                            "gail": GAILSettings(demo_path=demo_path, encoding_size=16)})
+                            "gail": GAILSettings(demo_path=demo_path, encoding_size=16)}, batch_size=12)
     gail = trainer.signals["gail"]
     assert tuple(gail.update_fields()) == ()
     assert "done" not in trainer.optimizer.placeholders
@@ -360,7 +360,7 @@ def test_vail_kl_is_the_sum_of_both_sides_and_beta_has_a_floor(vail_trainer):
     set_variable("gail/z_mean/kernel", 0.0)
     set_variable("gail/z_mean/bias", 0.3)
     set_variable("gail/z_log_sigma", 0.0)
-    mb = policy_minibatch(trainer, 16, np.random.default_rng(12))
+    mb = policy_minibatch(trainer, 32, np.random.default_rng(12))
     stats = run_update(trainer, mb)
     assert stats["gail/kl"] == pytest.approx(2 * 0.5 * Z_SIZE * 0.09, rel=1e-4)
     # At the prior (KL ~ 0) a small beta would go negative: it stops at the floor.

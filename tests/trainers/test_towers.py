@@ -17,8 +17,9 @@ from trainers.tf.towers import split_sizes
 SPEC = make_spec(1, (3,))
 
 
-def build(devices, tmp_path=None, restore=None):
-    trainer = PPOTrainer("B", SPEC, small_settings(), StatsReporter("B", []), 0, devices)
+def build(devices, tmp_path=None, restore=None, batch_size=16):
+    """A trainer on ``devices``; its update takes minibatches of ``batch_size`` rows."""
+    trainer = PPOTrainer("B", SPEC, small_settings(batch_size=batch_size), StatsReporter("B", []), 0, devices)
     if restore is not None:
         trainer.load(restore)
     return trainer
@@ -57,11 +58,14 @@ def reference(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("towers"))
     one = build(("/cpu:0",))
     prefix = one.save(directory)
+    one.close()
     results = {}
     for n in (32, 19, 3):
-        one.load(prefix)  # every case starts from the same weights and optimizer state
-        results[n] = grads_and_update(one, minibatch(n))
-    one.close()
+        # Every case starts from the same weights and optimizer state, in a trainer whose
+        # minibatches are n rows (the update's row count is static).
+        ref = build(("/cpu:0",), restore=prefix, batch_size=n)
+        results[n] = grads_and_update(ref, minibatch(n))
+        ref.close()
     return prefix, results
 
 
@@ -70,7 +74,7 @@ def reference(tmp_path_factory):
 def test_towers_match_one_tower(reference, num_towers, rows):
     prefix, results = reference
     ref_grads, ref_weights, ref_stats = results[rows]
-    multi = build(tuple(f"/cpu:{i}" for i in range(num_towers)), restore=prefix)
+    multi = build(tuple(f"/cpu:{i}" for i in range(num_towers)), restore=prefix, batch_size=rows)
     grads, weights, stats = grads_and_update(multi, minibatch(rows))
     multi.close()
     assert set(grads) == set(ref_grads)
