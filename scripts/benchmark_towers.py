@@ -26,7 +26,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 
-def build(net: str, devices: Tuple[str, ...], cluster=None):
+def build(net: str, devices: Tuple[str, ...], batch: int, cluster=None):
+    """(spec, PPO trainer) for minibatches of ``batch`` rows (a one-tower update is built
+    for exactly that many)."""
     from envs.base_env import ActionSpec, BehaviorSpec, ObservationKind, ObservationSpec
     from trainers.ppo.trainer import PPOTrainer
     from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
@@ -40,7 +42,8 @@ def build(net: str, devices: Tuple[str, ...], cluster=None):
         obs = (ObservationSpec((32,), "vector"),)
         network = NetworkSettings(hidden_units=units, num_layers=layers)
     spec = BehaviorSpec(obs, ActionSpec(2, (3,)))
-    settings = TrainerSettings(hyperparameters=PPOSettings(batch_size=256, buffer_size=8192), network_settings=network)
+    hyper = PPOSettings(batch_size=batch, buffer_size=max(8192, batch))
+    settings = TrainerSettings(hyperparameters=hyper, network_settings=network)
     return spec, PPOTrainer("Bench", spec, settings, StatsReporter("Bench", []), 0, devices, cluster=cluster)
 
 
@@ -129,11 +132,11 @@ def cluster_main(args) -> int:
               f" {'MB chief->workers':>18} {'MB workers->chief':>18} {'push+pull ms':>13}")
         for net in args.nets.split(","):
             for batch in (int(b) for b in args.batches.split(",")):
-                spec, local = build(net, tuple(f"/cpu:{i}" for i in range(n)))
+                spec, local = build(net, tuple(f"/cpu:{i}" for i in range(n)), batch)
                 mb = minibatch(spec, batch, rng)
                 rate_local = timed_rate(local, mb, batch, args.repeats, args.rounds)
                 local.close()
-                spec, remote = build(net, (), cluster=chief)
+                spec, remote = build(net, (), batch, cluster=chief)
                 rate_cluster = timed_rate(remote, mb, batch, args.repeats, args.rounds)
                 down, up = grpc_bytes(remote, mb)
                 sync = float("inf")  # once per update(): weights to the chief's server and back
@@ -174,7 +177,7 @@ def main() -> int:
             rates: List[float] = []
             for n in towers:
                 devices = tuple(f"/{args.device_kind}:{i}" for i in range(n))
-                spec, trainer = build(net, devices)
+                spec, trainer = build(net, devices, batch)
                 mb = minibatch(spec, batch, rng)
                 trainer.optimizer.update(mb, 1, {})  # warm-up: builds the callable, allocates
                 best = float("inf")

@@ -43,7 +43,16 @@ MEMORY_SIZE = 16
 SEQUENCE_LENGTH = 8
 
 
-def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: str = "ppo", continuous: bool = False):
+def build(
+    devices: Tuple[str, ...],
+    vail: bool,
+    memory: bool = False,
+    trainer: str = "ppo",
+    continuous: bool = False,
+    batch_size: int = 64,
+):
+    """(spec, trainer) on ``devices``; ``batch_size``: the rows of the minibatches it will be
+    fed (a feed-forward PPO update on one tower is built for exactly that many)."""
     from envs.demo import load_demonstration
     from trainers.ppo.trainer import PPOTrainer
     from trainers.sac.trainer import SACTrainer
@@ -62,7 +71,12 @@ def build(devices: Tuple[str, ...], vail: bool, memory: bool = False, trainer: s
 
     demo = CONTINUOUS_DEMO if continuous else DEMO
     spec = load_demonstration(demo).behavior_spec
-    hyper = SACSettings(batch_size=64, buffer_size=256) if trainer == "sac" else PPOSettings(batch_size=64, buffer_size=256)
+    buffer_size = max(256, batch_size)
+    hyper = (
+        SACSettings(batch_size=batch_size, buffer_size=buffer_size)
+        if trainer == "sac"
+        else PPOSettings(batch_size=batch_size, buffer_size=buffer_size)
+    )
     settings = TrainerSettings(
         trainer_type=trainer,
         hyperparameters=hyper,
@@ -168,7 +182,7 @@ def main() -> int:
 
     if args.memory:
         args.rows -= args.rows % SEQUENCE_LENGTH
-    _, one = build(devices[:1], args.vail, args.memory, args.trainer, args.continuous)
+    _, one = build(devices[:1], args.vail, args.memory, args.trainer, args.continuous, args.rows)
     folder = tempfile.TemporaryDirectory(prefix="check_towers_")
     prefix = one.save(folder.name)
     mb = random_minibatch(one, args.rows, rng)
@@ -177,7 +191,7 @@ def main() -> int:
     weights_one = dict(zip([v.op.name for v in variables], one.policy.session.run(variables)))
     one.close()
 
-    _, many = build(devices, args.vail, args.memory, args.trainer, args.continuous)
+    _, many = build(devices, args.vail, args.memory, args.trainer, args.continuous, args.rows)
     many.load(prefix)
     stats_many, meta = run_update(many, mb, trace=True)
     variables = many.policy.graph.get_collection("variables")

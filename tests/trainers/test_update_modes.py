@@ -10,9 +10,9 @@ import check_towers  # noqa: E402
 
 
 def test_separate_runs_reach_the_same_weights(tmp_path):
-    _, one_run = check_towers.build(("/cpu:0",), vail=True)
+    _, one_run = check_towers.build(("/cpu:0",), vail=True, batch_size=40)
     prefix = one_run.save(str(tmp_path))
-    _, separate = check_towers.build(("/cpu:0",), vail=True)
+    _, separate = check_towers.build(("/cpu:0",), vail=True, batch_size=40)
     separate.load(prefix)
     mb = check_towers.random_minibatch(one_run, 40, np.random.default_rng(0))
     results = []
