@@ -319,13 +319,13 @@ class PPOOptimizer(OptimizerBase):
                 m = self.policy.memory_size
                 # Per row: the memories each step acted from, used at sequence starts
                 # and, packed, where ``reset`` marks a trajectory start.
-                ph[MEMORY] = tf.placeholder(tf.float32, [rows, m], MEMORY)
+                ph[MEMORY] = tf.placeholder(tf.float32, [None, m], MEMORY)
                 if self.hyperparameters.pack_sequences:
-                    ph[RESET] = tf.placeholder(tf.float32, [rows], RESET)
+                    ph[RESET] = tf.placeholder(tf.float32, [None], RESET)
                 if a.is_discrete:
-                    ph[PREV_ACTION] = tf.placeholder(tf.int32, [rows, a.discrete_size], PREV_ACTION)
+                    ph[PREV_ACTION] = tf.placeholder(tf.int32, [None, a.discrete_size], PREV_ACTION)
                 if not self.hyperparameters.shared_critic:
-                    ph[CRITIC_MEMORY] = tf.placeholder(tf.float32, [rows, m], CRITIC_MEMORY)
+                    ph[CRITIC_MEMORY] = tf.placeholder(tf.float32, [None, m], CRITIC_MEMORY)
             for s in self.signals:
                 ph[signal_key(s, RETURNS)] = tf.placeholder(tf.float32, [rows], signal_key(s, RETURNS))
                 ph[signal_key(s, VALUE_ESTIMATES)] = tf.placeholder(tf.float32, [rows], signal_key(s, VALUE_ESTIMATES))
