@@ -395,7 +395,7 @@ def test_editor_that_never_connects_times_out_naming_the_port() -> None:
     start = time.monotonic()
     with pytest.raises(EnvError) as info:
         UnityEnv(None, base_port=port, host="127.0.0.1", timeout_wait=1, log=lambda s: None)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 15  # not the 60 s default; margin for a loaded machine
     assert str(info.value).startswith(f"no Unity Editor connected on port {port} within 1 s")
     # The port is free again.
     s = socket.socket()
@@ -554,7 +554,7 @@ def test_editor_that_vanishes_without_quitting_is_a_worker_error() -> None:
         with pytest.raises(EnvWorkerError, match=f"the Unity Editor on port {port} disconnected: "
                                                  "the Unity process closed the connection"):
             env.step()
-        assert time.monotonic() - start < 5
+        assert time.monotonic() - start < 15  # not the 60 s default; margin for a loaded machine
         env.close()
     finally:
         game.kill()
