@@ -3,7 +3,7 @@
 Every task trains from its ``config/ppo/zoo_<task>.yaml`` or ``config/sac/zoo_<task>.yaml``:
 rl-baselines3-zoo's hyperparameters for it (``hyperparams/ppo.yml``, ``sac.yml``) with
 Stable-Baselines3's defaults for the rest (each file's header says what we cannot honour,
-e.g. gSDE). With ``--sb3-python`` the same settings train Stable-Baselines3 too:
+e.g. ``ortho_init``). With ``--sb3-python`` the same settings train Stable-Baselines3 too:
 ``sb3_spec`` turns our *resolved* settings into SB3's arguments (the YAML is the one table),
 ``scripts/sb3_runner.py`` runs them with that interpreter in a subprocess (torch 1 thread),
 and the runs alternate: ours seed 1, SB3 seed 1, ours seed 2, ...
@@ -342,6 +342,7 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
             "ent_coef": h.beta, "vf_coef": 0.5, "gamma": gamma, "gae_lambda": h.lambd,
             "max_grad_norm": h.max_grad_norm if h.max_grad_norm is not None else 1e10,
             "normalize_advantage": h.advantage_normalization == "minibatch",
+            "use_sde": h.use_sde, "sde_sample_freq": h.sde_sample_freq,
             "policy_kwargs": policy_kwargs,
         }
         if net.normalize or h.normalize_reward:

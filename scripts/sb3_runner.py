@@ -69,7 +69,8 @@ def evaluate(model, spec, train_env) -> list:
     if isinstance(train_env, VecNormalize):
         env = VecNormalize(env, training=False, norm_obs=train_env.norm_obs, norm_reward=False,
                            gamma=train_env.gamma)
-        env.obs_rms = train_env.obs_rms  # the statistics training ended with, frozen
+        if train_env.norm_obs:  # (without it VecNormalize keeps no observation statistics)
+            env.obs_rms = train_env.obs_rms  # the statistics training ended with, frozen
     returns: list = []
     obs = env.reset()
     while len(returns) < spec["eval_episodes"]:

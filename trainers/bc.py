@@ -108,6 +108,7 @@ class BCModule:
             actor = build_actor(
                 self._obs, self._mask, spec, policy.settings.network_settings, policy.normalizers, policy.squashed,
                 memory_in=memory_in, sequence_length=length, step_mask=self._rows_mask, prev_action=self._prev,
+                state_dependent=policy.state_dependent,
             )
 
             def mean(x: tf.Tensor) -> tf.Tensor:

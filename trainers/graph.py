@@ -58,6 +58,7 @@ class BehaviorGraph:
         devices: Sequence[str] = ("/cpu:0",),
         cpu_only: bool = False,
     ) -> None:
+        self.seed = seed
         self.graph = tf.Graph()
         with self.graph.as_default():
             tf.set_random_seed(seed)

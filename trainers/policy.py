@@ -103,6 +103,8 @@ def build_actor(
     reset: Optional[tf.Tensor] = None,
     lstm_partner: Optional[LSTMPartner] = None,
     log_std_init: float = 0.0,
+    state_dependent: bool = False,
+    sde_noise: Optional[tf.Tensor] = None,
 ) -> ActorTensors:
     """Builds (or reuses, by variable name) the actor on ``obs`` ``[B, *shape_i]``.
 
@@ -120,7 +122,9 @@ def build_actor(
     ``lstm_partner``: another network's LSTM stepped together with this one
     (`trainers.tf.lstm.LSTMPartner`; PPO's critic in the update). ``log_std_init``: the
     initial value of a non-squashed Gaussian's log std (used where the actor's variables
-    are created: the policy).
+    are created: the policy). ``state_dependent``: PPO's ``use_sde`` (`Policy.state_dependent`:
+    every copy is built with it); ``sde_noise`` ``[B, H, c]``: the acting rows' noise
+    matrices (`trainers.tf.distributions.build_gaussian`).
     """
     with tf.variable_scope(POLICY_SCOPE, reuse=tf.AUTO_REUSE):
         encoding = build_body(obs, spec.observation_specs, network, normalizers, "encoder")
@@ -133,7 +137,10 @@ def build_actor(
                 reset=reset, partner=lstm_partner,
             )
         cont = (
-            build_gaussian(encoding, action_spec.continuous_size, squashed, noise, log_std_init)
+            build_gaussian(
+                encoding, action_spec.continuous_size, squashed, noise, log_std_init,
+                state_dependent=state_dependent, sde_noise=sde_noise,
+            )
             if action_spec.is_continuous
             else None
         )
@@ -277,10 +284,17 @@ class Policy:
                         tf.int32, [None, action_spec.discrete_size], name=names.PREV_ACTION
                     )
             hp = settings.hyperparameters
+            # gSDE: each acting row's noise matrix [N, H, c], fed per agent (`_sde_noise_for`).
+            self.sde_noise: Optional[tf.Tensor] = None
+            if self.state_dependent:
+                self.sde_noise = tf.placeholder(
+                    tf.float32, [None, None, action_spec.continuous_size], name="sde_noise"
+                )
             self.actor = build_actor(
                 self.obs, self.action_masks, spec, network, self.normalizers,
                 squashed=self.squashed, memory_in=self.memory_in, prev_action=self.prev_action,
                 log_std_init=hp.log_std_init if isinstance(hp, PPOSettings) else 0.0,
+                state_dependent=self.state_dependent, sde_noise=self.sde_noise,
             )
             self._build_outputs(action_spec)
             self._acting: Optional[_ActingCopy] = (
@@ -288,6 +302,7 @@ class Policy:
                     lambda: build_actor(
                         self.obs, self.action_masks, spec, network, self.normalizers,
                         memory_in=self.memory_in, prev_action=self.prev_action,
+                        state_dependent=self.state_dependent, sde_noise=self.sde_noise,
                     )
                 )
                 if settings.updates_in_thread
@@ -300,6 +315,42 @@ class Policy:
         # action and that action's discrete part; absent = episode start (zeros).
         self._memories: Dict[Hashable, np.ndarray] = {}
         self._prev_actions: Dict[Hashable, np.ndarray] = {}
+        # gSDE, per agent key: its noise matrix [H, c] and how many steps it has acted with it.
+        self._sde: Dict[Hashable, List] = {}
+        self._sde_rng = np.random.default_rng(behavior_graph.seed)
+        self._sde_shape: Tuple[int, ...] = ()
+        if self.state_dependent:
+            self._sde_shape = (int(self.actor.encoding.shape[-1]), action_spec.continuous_size)
+
+    # ------------------------------------------------------------------ gSDE
+
+    @property
+    def state_dependent(self) -> bool:
+        """PPO's ``use_sde`` with continuous actions: state-dependent exploration noise."""
+        hp = self.settings.hyperparameters
+        return isinstance(hp, PPOSettings) and hp.use_sde and self.spec.action_spec.is_continuous
+
+    def _sde_noise_for(self, n: int, agent_keys: Optional[Sequence[Hashable]]) -> np.ndarray:
+        """``[n, H, c]``: each agent's noise matrix, a new one for an agent without one or
+        whose matrix has acted ``sde_sample_freq`` steps (fresh ones for all without keys)."""
+        if agent_keys is None or len(agent_keys) != n:
+            return self._sde_rng.standard_normal((n,) + self._sde_shape, dtype=np.float32)
+        hp = self.settings.hyperparameters
+        assert isinstance(hp, PPOSettings)  # state_dependent is PPO's
+        freq = hp.sde_sample_freq
+        matrices = []
+        for key in agent_keys:
+            entry = self._sde.get(key)
+            if entry is None or (freq > 0 and entry[1] >= freq):
+                entry = self._sde[key] = [self._sde_rng.standard_normal(self._sde_shape, dtype=np.float32), 0]
+            entry[1] += 1
+            matrices.append(entry[0])
+        return np.array(matrices)
+
+    def resample_exploration(self) -> None:
+        """gSDE: every agent draws a new noise matrix at its next step (after an update, as
+        Stable-Baselines3 at each rollout's start). No-op otherwise."""
+        self._sde.clear()
 
     # ------------------------------------------------------------------ memory
 
@@ -335,10 +386,11 @@ class Policy:
         return np.array([self._prev_actions.get(k, zeros) for k in keys])
 
     def forget_agents(self, keys: Sequence[Hashable]) -> None:
-        """Drops the memories and previous actions of agents whose episode ended."""
+        """Drops the memories, previous actions (and gSDE noise) of agents whose episode ended."""
         for k in keys:
             self._memories.pop(k, None)
             self._prev_actions.pop(k, None)
+            self._sde.pop(k, None)
 
     def _build_outputs(self, action_spec: ActionSpec) -> None:
         """Named inference outputs (ML-Agents 2.0 names) and trainer-internal fetches."""
@@ -398,12 +450,14 @@ class Policy:
 
     # ----------------------------------------------------------------- inference
 
-    def _feed_list(self) -> List[tf.Tensor]:
+    def _feed_list(self, deterministic: bool) -> List[tf.Tensor]:
         feeds = self.obs + ([self.action_masks] if self.action_masks is not None else [])
         if self.memory_in is not None:
             feeds.append(self.memory_in)
         if self.prev_action is not None:
             feeds.append(self.prev_action)
+        if self.sde_noise is not None and not deterministic:
+            feeds.append(self.sde_noise)
         return feeds
 
     def _make_act(self, deterministic: bool) -> Callable[..., list]:
@@ -414,7 +468,7 @@ class Policy:
             fetches = [source.raw_continuous, source.env_continuous, source.discrete, source.log_probs]
         fetches.append(source.memory_out)
         present = [f for f in fetches if f is not None]
-        run = FastCallable(self.session, present, self._feed_list())
+        run = FastCallable(self.session, present, self._feed_list(deterministic))
 
         def call(*feeds: np.ndarray) -> list:
             values = iter(run(*feeds))
@@ -436,7 +490,7 @@ class Policy:
             action_masks: ``[N, sum(branches)]`` float32, 1 = allowed (all ones if None).
             deterministic: distribution modes instead of samples (for --inference).
             agent_keys: N agent keys (recurrent policies: whose memories to feed and keep;
-                ignored without memory).
+                ``use_sde``: whose noise matrices; else ignored).
         """
         n = obs[0].shape[0]
         feeds = list(obs)
@@ -454,6 +508,8 @@ class Policy:
             if self.prev_action is not None:
                 prev = self.retrieve_previous_actions(agent_keys)
                 feeds.append(prev)
+        if self.sde_noise is not None and not deterministic:
+            feeds.append(self._sde_noise_for(n, agent_keys))
         empty_c, empty_d = self._empty_actions(n)
         if deterministic:
             if self._act_deterministic is None:
@@ -500,7 +556,7 @@ class Policy:
         view = copy.copy(self)
         view._acting = source
         view._act = view._act_deterministic = None
-        view._empty, view._memories, view._prev_actions = {}, {}, {}
+        view._empty, view._memories, view._prev_actions, view._sde = {}, {}, {}, {}
         return view
 
     def sync_acting_weights(self) -> None:

@@ -127,6 +127,11 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
     assert suite.sb3_log_std_init(0.0, 3.0) == 0.0 and suite.sb3_log_std_init(0.5, None) == 0.5
     assert suite.sb3_log_std_init(math.log(1.5), 2.0) == pytest.approx(0.0)
     assert mcc["kwargs"]["max_grad_norm"] == 5.0
+    # gSDE where the zoo has it (Pendulum resamples every 4 steps, MountainCarContinuous
+    # after each update), not elsewhere.
+    assert (mcc["kwargs"]["use_sde"], mcc["kwargs"]["sde_sample_freq"]) == (True, -1)
+    assert (pendulum["kwargs"]["use_sde"], pendulum["kwargs"]["sde_sample_freq"]) == (True, 4)
+    assert kwargs["use_sde"] is False
 
     sac = _spec("PendulumSAC")
     assert sac["algo"] == "sac" and sac["total_timesteps"] == 20_000

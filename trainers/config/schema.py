@@ -104,7 +104,19 @@ class PPOSettings:
     over each minibatch; none."""
     log_std_init: float = 0.0
     """Initial log standard deviation of continuous actions (ML-Agents and
-    Stable-Baselines3: 0, a standard deviation of 1; the zoo sets e.g. -2)."""
+    Stable-Baselines3: 0, a standard deviation of 1; the zoo sets e.g. -2). With
+    ``use_sde``: the initial value of every entry of the noise matrix's log std."""
+    use_sde: bool = False
+    """Generalized state-dependent exploration (gSDE, Raffin et al. 2021; Stable-Baselines3's
+    ``use_sde``) for continuous actions: the noise is ``z @ W`` for the actor's last hidden
+    features ``z`` (gradient stopped) and a matrix ``W ~ N(0, exp(log_std)^2)`` per agent,
+    ``log_std`` a trainable ``[hidden, c]`` matrix; the action's distribution is
+    ``N(mean, z^2 @ exp(log_std)^2 + 1e-6)``. Each agent keeps its ``W`` for
+    ``sde_sample_freq`` of its steps; off in ML-Agents."""
+    sde_sample_freq: int = -1
+    """With ``use_sde``: each agent draws a new noise matrix every this many of its steps;
+    -1 (Stable-Baselines3's default): only after each update (SB3: at each rollout's
+    start). An agent whose episode ended draws a new one either way."""
     normalize_reward: bool = False
     """Scale the environment's reward by the running standard deviation of its discounted
     return and clip it to [-10, 10], as Stable-Baselines3's ``VecNormalize(norm_reward=True)``
@@ -148,6 +160,10 @@ class PPOSettings:
         _check_bool(self, "normalize_reward")
         _check_bool(self, "pack_sequences")
         _check_bool(self, "update_when_full")
+        _check_bool(self, "use_sde")
+        _check_int(self, "sde_sample_freq", -1)
+        if self.sde_sample_freq == 0:
+            raise _InvalidField("sde_sample_freq", "expected -1 (after each update) or an integer >= 1, got 0")
         if self.batch_size > self.buffer_size:
             raise _InvalidField(
                 "batch_size",
@@ -220,7 +236,7 @@ class SACSettings:
 class POCASettings(PPOSettings):
     """MA-POCA hyperparameters (``trainer_type: poca``): PPO's keys and defaults, as
     ML-Agents' ``POCASettings`` (trainers/poca/). Refused: ``shared_critic`` (POCA's
-    critic is its own centralised network over the group) and ``normalize_reward``."""
+    critic is its own centralised network over the group), ``normalize_reward`` and ``use_sde``."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -230,6 +246,8 @@ class POCASettings(PPOSettings):
             )
         if self.normalize_reward:
             raise _InvalidField("normalize_reward", "true is not supported with trainer_type poca")
+        if self.use_sde:
+            raise _InvalidField("use_sde", "true is not supported with trainer_type poca")
 
 
 HyperparamSettings = Union[PPOSettings, SACSettings, POCASettings]

@@ -159,7 +159,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
         # build_actor only calls ``normalize`` on them: a `_ConstNormalizer` stands in for a `Normalizer`.
         actor = build_actor(
             obs, masks, spec, network, cast(Sequence[Optional[Normalizer]], normalizers), policy.squashed,
-            memory_in=memory_in, prev_action=prev_action,
+            memory_in=memory_in, prev_action=prev_action, state_dependent=policy.state_dependent,
         )
 
         if legacy_names:

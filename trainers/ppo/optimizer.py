@@ -360,6 +360,7 @@ class PPOOptimizer(OptimizerBase):
             obs, shard.get(ACTION_MASK), spec, network, policy.normalizers,
             memory_in=memory, sequence_length=policy.sequence_length,
             prev_action=shard.get(PREV_ACTION), reset=shard.get(RESET), lstm_partner=partner,
+            state_dependent=policy.state_dependent,
         )
         if partner is not None:
             with tf.variable_scope(CRITIC_SCOPE, reuse=tf.AUTO_REUSE):

@@ -229,6 +229,7 @@ class PPOTrainer(Trainer):
         self.behavior_graph.end_update()  # ... and come back
         self.buffer.clear()
         self.has_updated = True
+        self.policy.resample_exploration()  # use_sde: new noise for the new weights
         averaged = {k: v / max(count, 1) for k, v in totals.items()}
         if self.bc is not None:
             # A separate pass after the PPO epochs, with its own runs

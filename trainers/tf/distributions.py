@@ -4,6 +4,15 @@ Conventions shared with ML-Agents 2.0: continuous actions are sampled unbounded 
 environment (and the exported model) receives ``clip(a, -3, 3) / 3``; the log-probability
 used by PPO is that of the unclipped sample. Discrete masks are 1 = allowed, 0 = masked.
 
+PPO's ``use_sde`` (gSDE, Stable-Baselines3's ``StateDependentNoiseDistribution`` with
+``full_std``, no ``expln``, features not learned): the Gaussian's std depends on the state,
+``sigma^2 = z^2 @ exp(log_std)^2 + 1e-6`` for the encoding ``z`` ``[B, H]`` (gradient
+stopped) and a trainable ``[H, c]`` ``log_std``; the acting sample is
+``mean + z @ (eps * exp(log_std))`` for a per-agent ``eps`` ``[H, c]`` fed from outside and
+kept over several steps (`trainers.policy.Policy`), so that the noise is a smooth function
+of the state. For one step with a fresh ``eps``, that sample is distributed as
+``N(mean, sigma^2)`` (less the 1e-6), which is what the export and the update use.
+
 SAC's actor (``squashed=True``) is a tanh-squashed Gaussian with a state-dependent log std
 (as ML-Agents' SAC): the raw sample ``u`` is what buffers store, the environment receives
 ``tanh(u)``, and the log-probability is that of the squashed action,
@@ -40,7 +49,8 @@ class Gaussian:
 
     Attributes:
         mean: ``[B, c]``.
-        log_std: ``[c]`` (a trainable variable, clipped) or, squashed, ``[B, c]`` (a head).
+        log_std: ``[c]`` (a trainable variable, clipped) or ``[B, c]`` (squashed: a head;
+            state-dependent noise: from the noise matrix's std).
         sample: ``[B, c]`` raw sample (unclipped, unsquashed).
         squashed: the environment receives ``tanh(raw)`` instead of ``clip(raw, -3, 3) / 3``.
     """
@@ -89,13 +99,21 @@ def build_gaussian(
     squashed: bool = False,
     noise: Optional[tf.Tensor] = None,
     log_std_init: float = 0.0,
+    *,
+    state_dependent: bool = False,
+    sde_noise: Optional[tf.Tensor] = None,
 ) -> Gaussian:
     """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``.
 
     ``squashed`` (SAC): the log std is a second head on the encoding (state-dependent).
     ``noise`` ``[B, size]``: standard-normal noise fed from outside (SAC's towers, so that
     1 and N towers draw the same sample); None: drawn in the graph.
+    ``state_dependent`` (PPO's ``use_sde``, see the module docstring): the log std is the
+    ``[H, size]`` variable ``sde_log_std``; ``sde_noise`` ``[B, H, size]``: each row's
+    standard-normal noise matrix (acting); None: a fresh one per row (the same law).
     """
+    if state_dependent:
+        return _state_dependent_gaussian(encoding, size, log_std_init, sde_noise)
     with tf.variable_scope("continuous"):
         mean = dense(encoding, size, "mu", gain=0.01)
         if squashed:
@@ -108,6 +126,34 @@ def build_gaussian(
         noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)
     sample = mean + tf.exp(log_std) * noise
     return Gaussian(mean, log_std, sample, squashed)
+
+
+#: Stable-Baselines3's gSDE epsilon: added to the variance (keeps its log finite).
+SDE_VARIANCE_EPSILON = 1e-6
+
+
+def _state_dependent_gaussian(
+    encoding: tf.Tensor, size: int, log_std_init: float, sde_noise: Optional[tf.Tensor]
+) -> Gaussian:
+    """gSDE: ``[B, H]`` encoding -> Gaussian with ``[B, size]`` log std (module docstring)."""
+    hidden = int(encoding.shape[-1])
+    with tf.variable_scope("continuous"):
+        mean = dense(encoding, size, "mu", gain=0.01)
+        sde_log_std = tf.get_variable(
+            "sde_log_std", [hidden, size], encoding.dtype, tf.constant_initializer(log_std_init)
+        )
+    # Not clipped (SB3's exp); the features are not trained through the noise (SB3's
+    # learn_features=False): only the mean and the matrix's std learn from it.
+    std = tf.exp(sde_log_std)  # [H, c]
+    latent = tf.stop_gradient(encoding)  # [B, H]
+    variance = tf.matmul(tf.square(latent), tf.square(std)) + SDE_VARIANCE_EPSILON  # [B, c]
+    log_std = 0.5 * tf.math.log(variance)
+    if sde_noise is None:
+        sample = mean + tf.sqrt(variance) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+    else:
+        # z @ (eps * std) per row: [B, H, 1] * [B, H, c] summed over H.
+        sample = mean + tf.reduce_sum(tf.expand_dims(latent, 2) * sde_noise * std, axis=1)
+    return Gaussian(mean, log_std, sample)
 
 
 @dataclass(frozen=True)
