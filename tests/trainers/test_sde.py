@@ -216,7 +216,19 @@ def test_export_samples_the_state_dependent_std_and_keeps_the_mode(tmp_path):
 # ------------------------------------------------------------------ end to end
 
 
-def test_cli_trains_exports_and_resumes_with_use_sde(tmp_path, capsys):
+def test_cli_trains_exports_and_resumes_with_use_sde(tmp_path, capsys, monkeypatch):
+    # The controller acts by agent key (the noise is kept per agent), in training.
+    from trainers.policy import Policy
+
+    keyed = []
+    original = Policy.act
+
+    def act(self, obs, action_masks=None, deterministic=False, agent_keys=None):
+        if not deterministic:
+            keyed.append(agent_keys is not None and len(agent_keys) == obs[0].shape[0])
+        return original(self, obs, action_masks, deterministic, agent_keys)
+
+    monkeypatch.setattr(Policy, "act", act)
     config = tmp_path / "sde.yaml"
     config.write_text(
         "behaviors:\n"
@@ -233,6 +245,7 @@ def test_cli_trains_exports_and_resumes_with_use_sde(tmp_path, capsys):
     results = tmp_path / "results"
     args = [str(config), "--run-id=sde", f"--results-dir={results}"]
     assert learn_main(args) == 0
+    assert keyed and all(keyed)
     run = results / "sde" / "Pendulum-v1"
     assert (run / "Pendulum-v1.onnx").exists()
     assert learn_main(args + ["--resume", "--max-steps=3072"]) == 0

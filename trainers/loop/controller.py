@@ -103,7 +103,7 @@ class BehaviorState:
     next_checkpoint: int = 0
     last_summary: int = -1
     updater: Optional[BackgroundUpdater] = None  # threaded: true
-    recurrent: bool = False  # the policy keeps per-agent memories
+    recurrent: bool = False  # the policy keeps per-agent state (LSTM memories, gSDE noise): acts by agent key
     # The environment's ids of this behavior (``Name?team=N`` from Unity games, the plain
     # name elsewhere): every team of ``Name`` acts through ``Name``'s trainer.
     ids: Tuple[str, ...] = ()
@@ -188,7 +188,8 @@ class TrainerController:
                 ),
                 stats[name],
                 self.layout.behavior_dir(name),
-                recurrent=trainer.actor.use_recurrent,
+                # A `Policy` with gSDE keeps noise per agent (an ONNX model draws its own).
+                recurrent=trainer.actor.use_recurrent or getattr(trainer.actor, "state_dependent", False),
                 warn_group_reward=training and s.trainer_type in SINGLE_AGENT_TRAINERS,
                 ids=tuple(ids.get(name, (name,))),
             )
@@ -360,7 +361,7 @@ class TrainerController:
                 parts = [(env_step, bid) for env_step in steps for bid in group.ids]
                 for env_step, bid in parts:
                     decision, terminal = env_step.steps[bid]
-                    if b.recurrent and len(terminal):  # memories restart from zeros with the next episode
+                    if b.recurrent and len(terminal):  # memories (gSDE noise) restart with the next episode
                         actor.forget_agents([(env_step.worker_id, a) for a in terminal.agent_id.tolist()])
                     n = len(decision)
                     decisions.append(decision)

@@ -174,6 +174,7 @@ class RolloutWorker:
         self._load(weights)
         for actor in self.actors.values():
             actor.policy.forget_agents(list(actor.policy._memories) + list(actor.policy._prev_actions))
+            actor.policy.resample_exploration()
         return self._globalize(self.env.reset())
 
     def set_env_parameters(self, values: Mapping[str, Any]) -> None:
@@ -199,7 +200,7 @@ class RolloutWorker:
             decisions, rows, total = [], [], 0
             for _, s, bid in parts:
                 decision, terminal = s.steps[bid]
-                if policy.use_recurrent and len(terminal):  # the next episode starts from zeros
+                if (policy.use_recurrent or policy.state_dependent) and len(terminal):  # the next episode starts anew
                     policy.forget_agents([(s.worker_id, a) for a in terminal.agent_id.tolist()])
                 decisions.append(decision)
                 rows.append(slice(total, total + len(decision)))
@@ -215,7 +216,7 @@ class RolloutWorker:
                 mask = np.concatenate([m for m in masks if m is not None]) if branches else None
             keys = (
                 [(s.worker_id, a) for (_, s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
-                if policy.use_recurrent else None
+                if policy.use_recurrent or policy.state_dependent else None
             )
             info = policy.act(obs, mask, deterministic=self.deterministic, agent_keys=keys)
             for (j, _, bid), part in zip(parts, rows):
