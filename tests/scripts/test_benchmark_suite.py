@@ -4,32 +4,19 @@ bad input. Stable-Baselines3 itself is never imported or run here."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
-from types import ModuleType
 from typing import Dict
 
 import pytest
+from script_loader import ROOT, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "benchmark_suite.py")
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmark_suite", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-suite = _load()
+suite = load_script("benchmark_suite")
 
 
 def test_final_return_is_the_mean_of_the_last_tenth_of_the_episodes() -> None:

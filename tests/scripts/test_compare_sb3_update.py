@@ -2,27 +2,17 @@
 torch.optim.Adam's update written out in numpy, and its refusals."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
-from types import ModuleType
 
 import numpy as np
 import pytest
+from script_loader import ROOT, load_script
 
 from trainers.tf import tf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "compare_sb3_update.py")
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare_sb3_update", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _torch_adam_steps(grads, lr, eps, b1=0.9, b2=0.999):
@@ -43,7 +33,7 @@ def test_torch_adam_is_torchs_update_for_gradients_of_any_size(monkeypatch, scal
     the raw root: 32x larger at the first step) moves the weights measurably less."""
     monkeypatch.setattr(tf.train, "AdamOptimizer", tf.train.AdamOptimizer)  # undone after the test
     plain = tf.train.AdamOptimizer
-    _load().torch_adam()
+    load_script("compare_sb3_update").torch_adam()
     rng = np.random.default_rng(3)
     grads = [rng.normal(0.0, scale, 4) for _ in range(6)]
     graph = tf.Graph()

@@ -100,12 +100,14 @@ class _WorkerActor:
         self.graph.finalize()
 
     def load(self, weights: Mapping[int, np.ndarray]) -> None:
-        """Variables ``i`` <- ``weights[i]``, in one run (and, with ``use_sde``, new noise
-        matrices for the new weights, as the learner's after its update)."""
+        """Variables ``i`` <- ``weights[i]``, in one run. Every variable (an update's weights,
+        not the normalizer statistics alone): with ``use_sde``, new noise matrices, as the
+        learner's after its update."""
         self.policy.session.run(
             [self._assigns[i] for i in weights], feed_dict={self._inputs[i]: w for i, w in weights.items()}
         )
-        self.policy.resample_exploration()
+        if len(weights) == len(self._assigns):
+            self.policy.resample_exploration()
 
     def close(self) -> None:
         self.policy.close()
