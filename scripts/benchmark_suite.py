@@ -325,11 +325,14 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
                          "at every env's rollout end in SB3: set rollout_cuts")
         if h.advantage_normalization == "buffer":
             notes.append("advantages normalised over the buffer here, per minibatch in SB3")
+        if h.adam_epsilon_placement != "torch":
+            notes.append("Adam's epsilon joins the raw second moment's root here, the bias-corrected one in "
+                         "SB3 (torch): set adam_epsilon_placement: torch")
         half = action_half_range(spec["env_id"], spec["env_kwargs"])
         log_std_init = sb3_log_std_init(h.log_std_init, half)
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,
                                        "vf": [net.hidden_units] * net.num_layers},
-                             log_std_init=log_std_init)
+                             log_std_init=log_std_init, optimizer_kwargs={"eps": h.adam_epsilon})
         if half is not None and log_std_init != h.log_std_init:  # the two mappings differ in scale
             notes.append(f"continuous actions reach the env as clip(a, -3, 3) / 3 x {half:g} here (ML-Agents), "
                          f"as clip(a, -{half:g}, {half:g}) in SB3: log_std_init converted (the same initial "

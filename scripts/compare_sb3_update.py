@@ -1,7 +1,7 @@
 """Weight-matched check of PPO's update against Stable-Baselines3's, on a zoo task.
 
     python scripts/compare_sb3_update.py --sb3-python=/tmp/sb3venv/bin/python
-        [--task=CartPole] [--seed=1] [--iterations=3] [--torch-adam]
+        [--task=CartPole] [--seed=1] [--iterations=3] [--adam-epsilon-placement=tf|torch]
 
 The SB3 side (this file, run by ``--sb3-python``; it imports no project code) builds SB3's
 PPO from the same spec as ``scripts/benchmark_suite.py`` and runs ``--iterations`` rounds
@@ -14,9 +14,9 @@ our weights and SB3's after the round against the largest move SB3's update made
 SB3's initial weights, the mapping is checked first: our log-probabilities of SB3's
 actions must equal SB3's.
 
-``--torch-adam`` replaces TensorFlow's Adam by one with epsilon on the bias-corrected
-root, as torch (README, "Figures behind choices in the code": with it the updates agree to
-~1e-3 of a move; without it the first update moves the policy ~10x less than SB3's).
+``--adam-epsilon-placement`` overrides the config's (``torch`` in the zoo configs, with which
+the updates agree to ~1e-3 of a move; with ``tf``, TF1's placement and our default, the
+first update moves the policy ~10x less than SB3's: README, Benchmarks, "Adam's epsilon").
 
 Tasks: PPO with discrete actions, a 2-layer MLP, no observation or reward normalisation,
 and one minibatch per epoch (``batch_size == buffer_size``: SB3 and we draw minibatches in
@@ -24,6 +24,7 @@ different orders): CartPole. Others are refused with one line.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -86,22 +87,6 @@ def sb3_side(spec_path: str, iterations: int, out: str) -> None:
 
 
 # ------------------------------------------------------------------ our side
-
-
-def torch_adam() -> None:
-    """Our PPO optimizer's Adam gets epsilon on the bias-corrected root (torch's)."""
-    from trainers.tf import tf
-
-    base = tf.train.AdamOptimizer
-
-    class TorchAdam(base):  # type: ignore[misc, valid-type]
-        def _prepare(self) -> None:
-            super()._prepare()
-            _, beta2_power = self._get_beta_accumulators()  # b2^t during step t
-            eps: Any = self._epsilon_t  # type: ignore[has-type]  # set by super()._prepare
-            self._epsilon_t = eps * tf.sqrt(1.0 - tf.cast(beta2_power, eps.dtype))
-
-    tf.train.AdamOptimizer = TorchAdam
 
 
 def our_side(settings: Any, saved: Dict[str, np.ndarray], iterations: int) -> List[Tuple[str, float, float]]:
@@ -187,11 +172,17 @@ def main(argv: List[str]) -> int:
         print(f"compare_sb3_update.py: unknown --task {options.get('task')!r}", file=sys.stderr)
         return 2
     seed, iterations = int(options.get("seed", "1")), int(options.get("iterations", "3"))
-    if "torch-adam" in options:
-        torch_adam()
+    placement = options.get("adam-epsilon-placement")
+    if placement not in (None, "tf", "torch"):
+        print(f"compare_sb3_update.py: --adam-epsilon-placement: expected tf or torch, got {placement!r}",
+              file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="compare_sb3_") as folder:
         run_options = suite.load_task(task, None, seed, folder, 1)
         (settings,) = run_options.behaviors.values()
+        if placement is not None:
+            settings = dataclasses.replace(settings, hyperparameters=dataclasses.replace(
+                settings.hyperparameters, adam_epsilon_placement=placement))
         h, net = settings.hyperparameters, settings.network_settings
         if (settings.trainer_type != "ppo" or net.normalize or h.normalize_reward or h.use_sde
                 or net.num_layers != 2 or h.batch_size != h.buffer_size or task.name != "CartPole"):

@@ -4,6 +4,7 @@ bad input. Stable-Baselines3 itself is never imported or run here."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -92,7 +93,7 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
     assert kwargs["clip_range_vf"] is None and kwargs["max_grad_norm"] == 0.5
     assert kwargs["normalize_advantage"] is True
     assert kwargs["policy_kwargs"] == {"activation": "Tanh", "net_arch": {"pi": [64, 64], "vf": [64, 64]},
-                                       "log_std_init": 0.0}
+                                       "log_std_init": 0.0, "optimizer_kwargs": {"eps": 1e-5}}
 
     acrobot = _spec("Acrobot")
     assert acrobot["n_envs"] == 16 and acrobot["total_timesteps"] == 1_000_000
@@ -131,6 +132,22 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
 
 def _run(side: str, seed: int, wall: float, returns: list, eval_mean: float) -> object:
     return suite.Run("CartPole", side, seed, 1000, wall, returns, eval_mean)
+
+
+def test_sb3_spec_hands_adams_epsilon_and_names_tfs_placement() -> None:
+    """SB3 gets our ``adam_epsilon``; with TF's placement (our default) a note says SB3's
+    differs (torch's Adam has no switch for it)."""
+    task = next(t for t in suite.TASKS if t.name == "CartPole")
+    with tempfile.TemporaryDirectory() as results:
+        options = suite.load_task(task, 5000, 7, results, 4)
+    name, s = next(iter(options.behaviors.items()))
+    h = dataclasses.replace(s.hyperparameters, adam_epsilon=1e-8, adam_epsilon_placement="tf")
+    options = dataclasses.replace(options, behaviors={name: dataclasses.replace(s, hyperparameters=h)})
+    spec, notes = suite.sb3_spec(options, 7, 4)
+    assert spec["kwargs"]["policy_kwargs"]["optimizer_kwargs"] == {"eps": 1e-8}
+    assert [n for n in notes if "adam_epsilon_placement: torch" in n] == [
+        "Adam's epsilon joins the raw second moment's root here, the bias-corrected one in SB3 (torch): "
+        "set adam_epsilon_placement: torch"]
 
 
 def test_summary_verdicts_speed_ratio_and_out_files(tmp_path: object) -> None:

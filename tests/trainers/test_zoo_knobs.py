@@ -7,7 +7,7 @@ import pytest
 from trainer_test_utils import make_spec, random_obs, small_settings
 
 from trainers.buffer import normalized
-from trainers.config import PPOSettings, TrainerSettings, load_settings
+from trainers.config import POCASettings, PPOSettings, TrainerSettings, load_settings
 from trainers.exceptions import ConfigError
 from trainers.fields import ADVANTAGES, MASKS
 from trainers.ppo.reward_scale import CLIP_REWARD, RewardScale
@@ -28,12 +28,15 @@ def test_defaults_are_ml_agents_and_bad_values_are_refused(tmp_path):
     hp = PPOSettings()
     assert (hp.beta_final, hp.epsilon_final, hp.max_grad_norm) == (1e-5, 0.1, None)
     assert (hp.advantage_normalization, hp.log_std_init, hp.normalize_reward) == ("buffer", 0.0, False)
+    assert (hp.adam_epsilon, hp.adam_epsilon_placement) == (1e-5, "tf")
     path = tmp_path / "c.yaml"
     for text, expected in [
         ("max_grad_norm: 0", "hyperparameters.max_grad_norm: expected a number > 0, got 0"),
         ("advantage_normalization: batch", "hyperparameters.advantage_normalization: unknown value 'batch'"),
         ("log_std_init: 5", "hyperparameters.log_std_init: expected a number"),
         ("epsilon_final: 1.5", "hyperparameters.epsilon_final: expected a number"),
+        ("adam_epsilon: 0", "hyperparameters.adam_epsilon: expected a number"),
+        ("adam_epsilon_placement: pytorch", "hyperparameters.adam_epsilon_placement: unknown value 'pytorch'"),
     ]:
         path.write_text(f"behaviors:\n  A:\n    hyperparameters: {{{text}}}\n")
         with pytest.raises(ConfigError) as info:
@@ -45,6 +48,37 @@ def test_defaults_are_ml_agents_and_bad_values_are_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match="normalize_reward: true needs the extrinsic reward signal"):
         load_settings(str(path))
+
+
+# ------------------------------------------------------------------ Adam's epsilon
+
+
+@pytest.mark.parametrize("trainer_type", ["ppo", "poca"])
+@pytest.mark.parametrize("placement", ["tf", "torch"])
+def test_adam_epsilon_and_its_placement_reach_the_optimizer(trainer_type, placement):
+    """PPO's and POCA's one Adam takes ``adam_epsilon`` where ``adam_epsilon_placement``
+    says (`trainers.tf.adam.TorchAdam` is checked against torch's update in test_adam.py),
+    under Adam's own name, so checkpoints of either placement load in the other."""
+    from trainers.poca.trainer import POCATrainer
+    from trainers.tf.adam import TorchAdam
+
+    hyper = dict(adam_epsilon=1e-7, adam_epsilon_placement=placement)
+    if trainer_type == "ppo":
+        trainer = _trainer(**hyper)
+    else:
+        settings = small_settings(**hyper)
+        settings = TrainerSettings(
+            trainer_type="poca", hyperparameters=POCASettings(**vars(settings.hyperparameters)),
+            network_settings=settings.network_settings, max_steps=settings.max_steps,
+        )
+        trainer = POCATrainer("B", make_spec(branches=(3,)), settings, StatsReporter("B", []), 0)
+    try:
+        (group,) = trainer.optimizer.groups
+        assert isinstance(group.optimizer, TorchAdam) == (placement == "torch")
+        assert isinstance(group.optimizer, tf.train.AdamOptimizer)
+        assert group.optimizer._epsilon == 1e-7 and group.optimizer.get_name() == "Adam"
+    finally:
+        trainer.close()
 
 
 # ------------------------------------------------------------------ schedules

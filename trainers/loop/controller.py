@@ -8,13 +8,17 @@ trajectories, decision steps credit rewards, finished trajectories go to their t
 the actions join the trajectories), followed by updates, summaries and checkpoints. So
 the workers never wait for that work (`scripts/benchmark_slow_env.py` measures the gain;
 README, "Threaded updates").
-With the env in this thread nothing can overlap, so the bookkeeping simply comes before
-the step. Either way updates and inference calls come in the same order as before the
-overlap (an unthreaded run's checkpoint is byte-identical); only the observation
-normalizer takes in a trajectory that has just finished one inference call later
-(ML-Agents' trainers take trajectories from a queue, later still). Checkpoints are
-written every ``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM and when an
-env worker or a cluster worker fails.
+With the env in this thread nothing can overlap, so the bookkeeping comes first, then the
+updates, and the inference call after them: an update that the step's trajectories start
+is already in the actions of that step (Stable-Baselines3's order: its next rollout starts
+from the new weights; PPO's data is then all on-policy: README, Benchmarks, "Adam's
+epsilon, and acting after the update"). Where the workers step in the background, and in
+ML-Agents, each agent's first action after an update comes from the weights before it;
+self-play keeps acting first too (a team change regroups the agents).
+There the observation normalizer also takes in a trajectory that has just finished one
+inference call later (ML-Agents' trainers take trajectories from a queue, later still).
+Checkpoints are written every ``checkpoint_interval`` steps, at the end, on SIGINT/SIGTERM
+and when an env worker or a cluster worker fails.
 Behaviors with ``threaded: true`` update in a thread while the envs keep stepping
 (`trainers.loop.threaded`; the hooks are together at the end of `TrainerController`); a
 checkpoint then waits for the running update, so none is written mid-update.
@@ -144,6 +148,11 @@ _ENV_STAT_AGGREGATION = {
 class TrainerController:
     """Runs the env manager and the trainers until every behavior reaches ``max_steps``."""
 
+    #: Stepping in this thread: act after the step's update (see the module docstring).
+    #: False gives the order of the overlapped paths (subprocess workers, Ray workers) and
+    #: of self-play, which act before it; tests compare those paths with this one so.
+    act_after_update = True
+
     def __init__(
         self,
         env: EnvManager,
@@ -262,11 +271,19 @@ class TrainerController:
             self.timers.env += time.perf_counter() - t
             self._record_env_stats(steps)
             stepped = False
+            # Stepping in this thread, the actions are chosen after the step's update (see
+            # the module docstring); not with self-play, where a team change in
+            # `_after_step` regroups the agents the turns were built for.
+            fresh = (self.act_after_update and not self.env.steps_in_background and not self.remote
+                     and self.self_play is None)
             while not self._all_done() and self._stop_signal is None:
-                actions, acted = self._act(steps)
+                actions, acted = self._act(steps, infer=False) if fresh else self._act(steps)
                 if not self.env.steps_in_background:  # it steps in this thread: no overlap
                     self._record(steps, acted)
                     self._after_step()
+                    if fresh:
+                        actions = self._infer(acted)
+                        self._record_actions(acted)
                     t = time.perf_counter()
                     steps = self.env.step(actions)
                 else:
@@ -346,10 +363,11 @@ class TrainerController:
                         except ValueError:  # the game changed a stat's aggregation: keep the first
                             pass
 
-    def _act(self, steps: List[EnvStep]) -> Tuple[List[Dict[str, ActionTuple]], List[Turn]]:
+    def _act(self, steps: List[EnvStep], infer: bool = True) -> Tuple[List[Dict[str, ActionTuple]], List[Turn]]:
         """Actions for the workers in ``steps`` (every worker in lockstep), indexed by
         worker: one inference call per behavior for all their agents. Nothing else that
-        can wait for `_record` is done here: it runs while the workers step."""
+        can wait for `_record` is done here: it runs while the workers step. Without
+        ``infer`` only the turns (their inputs) are built; `_infer` acts on them later."""
         actions: List[Dict[str, ActionTuple]] = [dict() for _ in range(self.env.num_workers)]
         acted: List[Turn] = []
         for name, b in self.behaviors.items():
@@ -388,20 +406,35 @@ class TrainerController:
                     ]
                     # With discrete branches every part has a mask.
                     turn.masks = np.concatenate(cast(List[np.ndarray], mask_parts)) if branches else None
-                if self.remote:  # the workers act (`_add_remote_actions`)
-                    continue
-                keys = (
-                    [(s.worker_id, a) for (s, _), d in zip(parts, decisions) for a in d.agent_id.tolist()]
-                    if b.recurrent
-                    else None
-                )
-                info = turn.info = actor.act(turn.obs, turn.masks, deterministic=not self.training, agent_keys=keys)
-                for (env_step, bid), part in zip(parts, turn.rows):
-                    actions[env_step.worker_id][bid] = ActionTuple.trusted(
-                        info.env_continuous[part], info.discrete[part]
-                    )
                 self.timers.inference += time.perf_counter() - t
+                if self.remote or not infer:  # the workers act (`_add_remote_actions`), or `_infer`
+                    continue
+                self._infer_turn(turn, actions)
         return actions, acted
+
+    def _infer_turn(self, turn: Turn, actions: List[Dict[str, ActionTuple]]) -> None:
+        """One inference call for ``turn``'s agents: sets ``turn.info`` and their actions."""
+        t = time.perf_counter()
+        assert turn.group is not None and turn.obs is not None  # set by `_act`
+        keys = (
+            [(s.worker_id, a) for (s, _), d in zip(turn.parts, turn.decisions) for a in d.agent_id.tolist()]
+            if turn.behavior.recurrent
+            else None
+        )
+        info = turn.info = turn.group.actor.act(
+            turn.obs, turn.masks, deterministic=not self.training, agent_keys=keys
+        )
+        for (env_step, bid), part in zip(turn.parts, turn.rows):
+            actions[env_step.worker_id][bid] = ActionTuple.trusted(info.env_continuous[part], info.discrete[part])
+        self.timers.inference += time.perf_counter() - t
+
+    def _infer(self, acted: List[Turn]) -> List[Dict[str, ActionTuple]]:
+        """The actions for turns `_act` built without inference (after the step's update)."""
+        actions: List[Dict[str, ActionTuple]] = [dict() for _ in range(self.env.num_workers)]
+        for turn in acted:
+            if turn.agents:
+                self._infer_turn(turn, actions)
+        return actions
 
     def _record(self, steps: List[EnvStep], acted: List[Turn]) -> None:
         """The bookkeeping of ``steps`` and of the actions `_act` chose for them: terminal
@@ -432,28 +465,42 @@ class TrainerController:
                     b.trainer.record_episodes(episodes)
                     if self.curriculum is not None and learning:  # lessons count the learning team's
                         self.curriculum.record_episodes(name, [e.reward for e in episodes])
-            info, obs, masks = turn.info, turn.obs, turn.masks
-            if info is not None:
-                assert obs is not None  # set with info by _act
-                for (env_step, _), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
-                    if rows.stop > rows.start:
-                        processor.add_actions(
-                            env_step.worker_id,
-                            decision,
-                            [o[rows] for o in obs],
-                            info.raw_continuous[rows],
-                            info.discrete[rows],
-                            masks[rows] if masks is not None else None,
-                            info.log_probs[rows],
-                            info.memory[rows] if info.memory is not None else None,
-                            info.prev_action[rows] if info.prev_action is not None else None,
-                        )
+            self._add_turn_actions(turn)
             # Every agent that asked for a decision is a step (remote workers act for theirs).
             if learning:
                 b.trainer.step += turn.agents
             elif self.self_play is not None:
                 self.self_play.add_ghost_steps(name, turn.agents)
             self.timers.trajectories += time.perf_counter() - t
+
+    @staticmethod
+    def _add_turn_actions(turn: Turn) -> None:
+        """The actions ``turn.info`` holds join its agents' trajectories (none without)."""
+        info, obs, masks = turn.info, turn.obs, turn.masks
+        if info is None:
+            return
+        assert obs is not None  # set with info by _act
+        processor = turn.group.processor if turn.group is not None else turn.behavior.processor
+        for (env_step, _), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
+            if rows.stop > rows.start:
+                processor.add_actions(
+                    env_step.worker_id,
+                    decision,
+                    [o[rows] for o in obs],
+                    info.raw_continuous[rows],
+                    info.discrete[rows],
+                    masks[rows] if masks is not None else None,
+                    info.log_probs[rows],
+                    info.memory[rows] if info.memory is not None else None,
+                    info.prev_action[rows] if info.prev_action is not None else None,
+                )
+
+    def _record_actions(self, acted: List[Turn]) -> None:
+        """`_infer`'s actions join the trajectories (what `_record` does for `_act`'s)."""
+        t = time.perf_counter()
+        for turn in acted:
+            self._add_turn_actions(turn)
+        self.timers.trajectories += time.perf_counter() - t
 
     @staticmethod
     def _warn_group_reward(name: str, b: BehaviorState) -> None:

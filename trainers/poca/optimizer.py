@@ -68,9 +68,10 @@ from trainers.fields import (
 from trainers.loop.trajectory import GroupData
 from trainers.optimizer import OptimizerBase, SignalWiring, add_signal_field_placeholders, schedule
 from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor
-from trainers.ppo.optimizer import ADAM_EPSILON, CRITIC_SCOPE, PPOOptimizer, clipped_surrogate, value_heads
+from trainers.ppo.optimizer import CRITIC_SCOPE, PPOOptimizer, clipped_surrogate, value_heads
 from trainers.reward_signals.base import RewardSignal
 from trainers.tf import tf
+from trainers.tf.adam import adam
 from trainers.tf.attention import NUM_HEADS, entity_embedding, residual_self_attention
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import get_activation, mlp
@@ -219,7 +220,7 @@ class POCAOptimizer(PPOOptimizer):
             groups = [
                 OptimizerGroup(
                     "poca",
-                    tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON),  # PPO's (ADAM_EPSILON)
+                    adam(self.learning_rate, hp.adam_epsilon, hp.adam_epsilon_placement),  # PPO's keys
                     (POLICY_SCOPE + "/", CRITIC_SCOPE + "/"),
                     max_grad_norm=hp.max_grad_norm,
                 )

@@ -34,6 +34,7 @@ from trainers.policy import POLICY_SCOPE, ActorTensors, Policy, build_actor, rec
 from trainers.reward_signals.base import FeedDict, RewardSignal
 from trainers.config import NetworkSettings, PPOSettings, TrainerSettings
 from trainers.tf import names, tf
+from trainers.tf.adam import adam
 from trainers.tf.encoders import build_body
 from trainers.tf.layers import dense
 from trainers.tf.lstm import LSTMPartner, lstm_sequences, lstm_trajectory
@@ -42,12 +43,6 @@ from trainers.tf.session import AUTO_POOL, CALLER_THREAD, FastCallable
 from trainers.tf.towers import OptimizerGroup, TowerGraph, TowerOutput, build_towers, masked_mean
 
 CRITIC_SCOPE = "critic"
-#: Adam's epsilon for the policy and critic. ML-Agents uses TF's default, 1e-8; we keep
-#: 1e-5 (as Stable-Baselines3's PPO) because it learns better here: GAIL + BC on Simple
-#: (config/ppo/Simple_gail.yaml, seeds 1-6) first passes a mean return of 0.9 at steps
-#: 750/500/750/500/1000/500 with 1e-5 and 1000/500/>1000/500/1000/500 with 1e-8: with
-#: a high learning rate, 1e-8 turns near-zero gradients into full-size steps.
-ADAM_EPSILON = 1e-5
 
 
 def build_critic(
@@ -198,9 +193,9 @@ class PPOOptimizer(OptimizerBase):
             self.placeholders = self._make_placeholders(spec)
             groups = [
                 OptimizerGroup(
-                    # Adam epsilon 1e-5, not ML-Agents' 1e-8 (TF's default): see ADAM_EPSILON.
+                    # Epsilon 1e-5 by default, not ML-Agents' 1e-8: see PPOSettings.adam_epsilon.
                     "ppo",
-                    tf.train.AdamOptimizer(self.learning_rate, epsilon=ADAM_EPSILON),
+                    adam(self.learning_rate, hp.adam_epsilon, hp.adam_epsilon_placement),
                     (POLICY_SCOPE + "/", CRITIC_SCOPE + "/"),
                     max_grad_norm=hp.max_grad_norm,
                 )

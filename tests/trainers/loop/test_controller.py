@@ -190,3 +190,30 @@ def test_several_workers_act_in_one_call_per_step(tmp_path):
     assert trainer.step == 2 * actor.calls
     assert [len(t) for t in trainer.trajectories[:4]] == [3, 3, 1, 1]  # both workers' agents
     assert len(trainer.episode_ends) == trainer.step // (LENGTH - 1)
+
+
+def test_in_this_thread_the_steps_actions_come_after_its_update(tmp_path, monkeypatch):
+    """Stepping in this thread, an update that a step's trajectories start comes before
+    that step's inference call (Stable-Baselines3's order): every update is followed by an
+    inference at the same step count, never preceded by one."""
+    events: List[tuple] = []
+    holder: Dict[str, FakeTrainer] = {}
+    original_act, original_update = AlwaysRight.act, FakeTrainer.update
+
+    def act(self, obs, action_masks=None, deterministic=False, agent_keys=None):
+        events.append(("act", holder["t"].step if "t" in holder else 0))
+        return original_act(self, obs, action_masks, deterministic, agent_keys)
+
+    def update(self):
+        holder["t"] = self
+        events.append(("update", self.step))
+        return original_update(self)
+
+    monkeypatch.setattr(AlwaysRight, "act", act)
+    monkeypatch.setattr(FakeTrainer, "update", update)
+    trainer = _run(tmp_path)
+    assert trainer.updates
+    for i, (kind, step) in enumerate(events):
+        if kind == "update" and i + 1 < len(events):
+            assert events[i + 1] == ("act", step), events[i - 1 : i + 2]
+            assert events[i - 1] != ("act", step), events[i - 1 : i + 2]

@@ -120,12 +120,16 @@ def _record_trajectories(monkeypatch) -> List[Dict[str, Any]]:
 def test_one_worker_gives_the_local_loops_trajectories(cluster, run_cli, tmp_path, monkeypatch, memory):
     """Seed 3, builtin:Simple with continuous + discrete actions and a normalizer, 320
     steps (5 PPO updates): every trajectory (observations, actions, log-probabilities,
-    rewards, memories) and the final weights are those of the local loop."""
+    rewards, memories) and the final weights are those of the local loop, acting as the
+    workers do before each step's update (`TrainerController.act_after_update` False)."""
+    from trainers.loop.controller import TrainerController
+
     runs = {}
     for mode, ray_section in (("local", ""), ("ray", "  ray: {num_workers: 1}")):
         config = tmp_path / f"{mode}.yaml"
         config.write_text(HYBRID.format(memory=memory, max_steps=320, ray=ray_section))
         seen = _record_trajectories(monkeypatch)
+        monkeypatch.setattr(TrainerController, "act_after_update", False)
         code, out, err = run_cli(str(config), f"--run-id={mode}")
         assert code == 0, err
         runs[mode] = seen
