@@ -518,6 +518,12 @@ class SubprocessEnvManager(EnvManager):
             i = min(pending, key=lambda w: self._stepping.get(w, start))
             return i, None if timeout is None else self._stepping.get(i, start) + timeout
 
+        def overdue() -> None:  # fails the oldest pending worker once past its deadline
+            if pending:
+                late, deadline = oldest()
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._fail(late, f"did not answer within {timeout:g} s", kill_first=True)
+
         while pending and not (any_of and results):
             _, deadline = oldest()
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -532,14 +538,13 @@ class SubprocessEnvManager(EnvManager):
                     continue
                 results[i] = self._read(i, starting, is_pipe)
                 pending.discard(i)
-            # Checked after every wait, not only after an empty one: out of lockstep the
-            # other workers' answers would otherwise keep a hung worker's timeout away.
-            if pending and not (any_of and results):
-                if self._stop_requested():
-                    self._interrupt(sorted(pending), results)
-                late, deadline = oldest()
-                if deadline is not None and time.monotonic() >= deadline:
-                    self._fail(late, f"did not answer within {timeout:g} s", kill_first=True)
+            if pending and not (any_of and results) and self._stop_requested():
+                self._interrupt(sorted(pending), results)
+            overdue()
+        # Checked after every wait, whether or not others answered, and once more for the
+        # answers already there (`_early`): out of lockstep the other workers' answers
+        # would otherwise keep a hung worker's timeout away for as long as they come first.
+        overdue()
         return {i: results[i] for i in order if i in results}
 
     def _interrupt(self, pending: List[int], results: Mapping[int, bytes]) -> NoReturn:

@@ -542,6 +542,24 @@ def test_out_of_lockstep_a_hung_worker_times_out_while_the_other_answers() -> No
     _no_orphans()
 
 
+def test_out_of_lockstep_a_hung_worker_fails_even_when_another_answer_is_ready() -> None:
+    """The hung worker's deadline is checked after a wait that did bring another worker's
+    answer: here worker 0's answer is waiting when `wait_some` is called after worker 1's
+    deadline, which before returned worker 0's step and left worker 1 unchecked for as long
+    as another answer came first (a CI run once took 34 s to report it)."""
+    manager = SubprocessEnvManager(
+        "builtin:_Crash", {"hang_at_step": 1, "crash_seed": 1}, num_envs=2, seed=0, step_timeout=0.5
+    )
+    pids = manager.worker_pids
+    manager.reset()
+    manager.step_some({0: {}, 1: {}})  # worker 1 hangs in its first step
+    time.sleep(1.0)  # past worker 1's deadline; worker 0 has answered
+    with pytest.raises(EnvWorkerError, match=r"^env 'builtin:_Crash' worker 1 did not answer within 0.5 s$"):
+        manager.wait_some()
+    _assert_all_dead(pids)
+    _no_orphans()
+
+
 def test_out_of_lockstep_a_worker_that_dies_is_one_line() -> None:
     manager = SubprocessEnvManager("builtin:_Crash", {"exit_at_step": 4, "crash_seed": 0}, num_envs=2, seed=0)
     manager.reset()
