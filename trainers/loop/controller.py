@@ -134,6 +134,12 @@ class Turn:
     # None: the behavior's ids, actor and processor.
     group: Optional[ActingGroup] = None
 
+    @property
+    def processor(self) -> AgentProcessor:
+        """Where the turn's steps and actions go (self-play: a ghost team's processor keeps
+        episode returns only, no trajectory)."""
+        return self.group.processor if self.group is not None else self.behavior.processor
+
 
 #: ML-Agents' StatsAggregationMethod (what Unity's StatsRecorder sends) -> ours; histograms
 #: are averaged.
@@ -443,8 +449,7 @@ class TrainerController:
         for turn in acted:
             b, name = turn.behavior, turn.name
             t = time.perf_counter()
-            # Self-play: a ghost team's processor keeps episode returns only (no trajectory).
-            processor = turn.group.processor if turn.group is not None else b.processor
+            processor = turn.processor
             learning = turn.group is None or turn.group.learning
             previous: Optional[EnvStep] = None
             for env_step, bid in turn.parts:
@@ -480,10 +485,9 @@ class TrainerController:
         if info is None:
             return
         assert obs is not None  # set with info by _act
-        processor = turn.group.processor if turn.group is not None else turn.behavior.processor
         for (env_step, _), decision, rows in zip(turn.parts, turn.decisions, turn.rows):
             if rows.stop > rows.start:
-                processor.add_actions(
+                turn.processor.add_actions(
                     env_step.worker_id,
                     decision,
                     [o[rows] for o in obs],
