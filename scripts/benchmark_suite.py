@@ -12,7 +12,9 @@ and the runs alternate: ours seed 1, SB3 seed 1, ours seed 2, ...
         [--tasks=CartPole,Acrobot,...] [--seeds=3] [--max-steps=N | Task=N,...]
         [--eval-episodes=10] [--out=runs.json | runs.csv]
 
-Metrics, the same definitions for both trainers (``final_return``, ``area_under_curve``):
+Metrics, the same definitions for both trainers (``final_return``, ``area_under_curve``),
+over the training episodes that ended within the budget (SB3's PPO finishes its last
+rollout past it: ``within_budget``):
 - final return: the mean return of the last 10 % of the run's training episodes (at least
   one), in the order they ended (stochastic policy, the env's own reward);
 - evaluation: the mean return of ``--eval-episodes`` deterministic episodes on a fresh env
@@ -274,16 +276,15 @@ def action_half_range(env_id: str, env_kwargs: Dict[str, Any]) -> Optional[float
     return float(mapping.half[0])
 
 
-def sb3_log_std_init(ours: float, half_range: Optional[float]) -> float:
+def sb3_log_std_init(ours: float, half_range: Optional[float], action_clip: float = 3.0) -> float:
     """SB3's ``log_std_init`` for ours: the same initial standard deviation in the env's units.
 
-    Our continuous actions reach a gym env as ``clip(a, -3, 3) / 3`` rescaled to its bounds
-    (ML-Agents' mapping, `trainers.tf.distributions`), so a std s of ours is s x half / 3
-    there; SB3 hands its raw actions to the env (clipped to the bounds), so its std is in the
-    env's units already. Without one half range (discrete, uneven bounds): unchanged."""
-    from trainers.tf.distributions import CONTINUOUS_CLIP
-
-    return ours if half_range is None else ours + math.log(half_range / CONTINUOUS_CLIP)
+    Our continuous actions reach a gym env as ``clip(a, -c, c) / c`` rescaled to its bounds
+    (``action_clip`` c, ML-Agents' 3: `trainers.tf.distributions`), so a std s of ours is
+    s x half / c there; SB3 hands its raw actions to the env (clipped to the bounds), so its
+    std is in the env's units already (with c = half, ours is too). Without one half range
+    (discrete, uneven bounds): unchanged."""
+    return ours if half_range is None else ours + math.log(half_range / action_clip)
 
 
 def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> Tuple[Dict[str, Any], List[str]]:
@@ -329,14 +330,15 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
             notes.append("Adam's epsilon joins the raw second moment's root here, the bias-corrected one in "
                          "SB3 (torch): set adam_epsilon_placement: torch")
         half = action_half_range(spec["env_id"], spec["env_kwargs"])
-        log_std_init = sb3_log_std_init(h.log_std_init, half)
+        log_std_init = sb3_log_std_init(h.log_std_init, half, h.action_clip)
         policy_kwargs.update(net_arch={"pi": [net.hidden_units] * net.num_layers,
                                        "vf": [net.hidden_units] * net.num_layers},
                              log_std_init=log_std_init, optimizer_kwargs={"eps": h.adam_epsilon})
         if half is not None and log_std_init != h.log_std_init:  # the two mappings differ in scale
-            notes.append(f"continuous actions reach the env as clip(a, -3, 3) / 3 x {half:g} here (ML-Agents), "
+            c = f"{h.action_clip:g}"
+            notes.append(f"continuous actions reach the env as clip(a, -{c}, {c}) / {c} x {half:g} here, "
                          f"as clip(a, -{half:g}, {half:g}) in SB3: log_std_init converted (the same initial "
-                         "std in the env's units), the policy's mean is not")
+                         f"std in the env's units), the policy's mean is not: set action_clip: {half:g}")
         epsilon = sched(h.epsilon, h.resolved_epsilon_schedule, h.epsilon_final)
         spec["kwargs"] = {
             "n_steps": n_steps, "batch_size": h.batch_size, "n_epochs": h.num_epoch,
@@ -367,6 +369,15 @@ def sb3_spec(options: Any, seed: int, eval_episodes: int, threads: int = 1) -> T
     return spec, notes
 
 
+def within_budget(episodes: Sequence[Sequence[float]], budget: int) -> List[float]:
+    """The returns of SB3's training episodes (``[return, length, steps when it ended]``)
+    that ended within ``budget`` env steps. SB3's PPO ``learn(total_timesteps)`` completes
+    its last ``n_steps x n_envs`` rollout, past the budget (Pendulum: 102,400 steps for
+    100,000, 12 more episodes, from its best policy); ours stops at ``max_steps``, so the
+    episodes both sides are measured on end within the same budget."""
+    return [float(e[0]) for e in episodes if len(e) < 3 or e[2] <= budget]
+
+
 def run_sb3(python: str, task: Task, spec: Dict[str, Any]) -> Run:
     """One SB3 run: ``sb3_runner.py`` with the SB3 interpreter, the spec on stdin."""
     done = subprocess.run([python, RUNNER], input=json.dumps(spec), capture_output=True, text=True)
@@ -376,7 +387,8 @@ def run_sb3(python: str, task: Task, spec: Dict[str, Any]) -> Run:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     evals = result["eval"]
     return Run(task.name, "sb3", spec["seed"], result["timesteps"], result["wall"],
-               [r for r, _ in result["episodes"]], sum(evals) / len(evals) if evals else math.nan,
+               within_budget(result["episodes"], spec["total_timesteps"]),
+               sum(evals) / len(evals) if evals else math.nan,
                {"versions": result["versions"], "save_s": result["save"]})
 
 

@@ -18,8 +18,10 @@ in one place, the YAML, and this file only turns the spec's fields into SB3's ob
 
 The result: ``timesteps``, ``wall`` (seconds from building the env to the end of
 ``learn()``; imports and the evaluation are not in it), ``save`` (seconds of
-``model.save()`` after it), ``episodes`` ([return, length] of
-every training episode, in the order they ended: Monitor's figures, the env's own reward)
+``model.save()`` after it), ``episodes`` ([return, length, steps] of
+every training episode, in the order they ended: Monitor's figures, the env's own reward, and
+the run's env steps when it ended; PPO's ``learn`` finishes its last rollout, so these go
+past ``total_timesteps``)
 and ``eval`` (the return of each of ``eval_episodes`` deterministic episodes on a fresh env
 seeded ``eval_seed``, the observation statistics frozen).
 """
@@ -48,8 +50,9 @@ def resolve(value):
 
 
 class EpisodeRecorder(BaseCallback):
-    """Keeps [return, length] of every finished training episode (Monitor's info), unlike
-    ``ep_info_buffer``, which keeps only the last 100."""
+    """Keeps [return, length, env steps so far] of every finished training episode
+    (Monitor's info; the model's step count when it ended), unlike ``ep_info_buffer``,
+    which keeps only the last 100."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,7 +62,7 @@ class EpisodeRecorder(BaseCallback):
         for info in self.locals["infos"]:
             episode = info.get("episode")
             if episode is not None:
-                self.episodes.append([float(episode["r"]), int(episode["l"])])
+                self.episodes.append([float(episode["r"]), int(episode["l"]), int(self.num_timesteps)])
         return True
 
 

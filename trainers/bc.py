@@ -47,7 +47,6 @@ from trainers.policy import POLICY_SCOPE, Policy, build_actor
 from trainers.reward_signals._features import action_placeholders, obs_placeholders
 from trainers.config import BehavioralCloningSettings
 from trainers.tf import tf
-from trainers.tf.distributions import CONTINUOUS_CLIP
 from trainers.tf.session import FastCallable
 from trainers.tf.towers import masked_mean
 
@@ -118,7 +117,7 @@ class BCModule:
             if actor.continuous is not None:
                 # Env space (the clip left out; SAC's squashed actor: tanh of the mean).
                 mu = actor.continuous.mean
-                predicted = tf.tanh(mu) if policy.squashed else mu / CONTINUOUS_CLIP
+                predicted = tf.tanh(mu) if policy.squashed else mu / policy.action_clip
                 loss += mean(tf.reduce_mean(tf.square(predicted - self._actions[CONTINUOUS_ACTION]), axis=1))
             if actor.discrete is not None:
                 loss += -mean(actor.discrete.log_prob(self._actions[DISCRETE_ACTION]))

@@ -53,7 +53,7 @@ class GhostActor:
             return build_actor(
                 policy.obs, policy.action_masks, spec, network, normalizers,
                 squashed=policy.squashed, memory_in=policy.memory_in, prev_action=policy.prev_action,
-                state_dependent=policy.state_dependent, sde_noise=policy.sde_noise,
+                state_dependent=policy.state_dependent, sde_noise=policy.sde_noise, action_clip=policy.action_clip,
             )
 
         with policy.graph.as_default():

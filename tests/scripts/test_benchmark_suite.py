@@ -20,6 +20,13 @@ SCRIPT = os.path.join(ROOT, "scripts", "benchmark_suite.py")
 suite = load_script("benchmark_suite")
 
 
+def test_sb3_episodes_count_within_the_budget() -> None:
+    # SB3's PPO ends its last rollout past total_timesteps: those episodes are left out, as
+    # ours stops at max_steps; a record without its step count (older runner) is kept.
+    episodes = [[-900.0, 200, 800], [-500.0, 200, 100_000], [-150.0, 200, 100_800], [-160.0, 200]]
+    assert suite.within_budget(episodes, 100_000) == [-900.0, -500.0, -160.0]
+
+
 def test_final_return_is_the_mean_of_the_last_tenth_of_the_episodes() -> None:
     # 25 episodes: ceil(2.5) = 3 -> (23 + 24 + 25) / 3.
     assert suite.final_return([float(i) for i in range(1, 26)]) == pytest.approx(24.0)
@@ -114,6 +121,8 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
     assert suite.action_half_range("CartPole-v1", {}) is None
     assert suite.sb3_log_std_init(0.0, 3.0) == 0.0 and suite.sb3_log_std_init(0.5, None) == 0.5
     assert suite.sb3_log_std_init(math.log(1.5), 2.0) == pytest.approx(0.0)
+    # With action_clip equal to the half range the mappings are one: nothing to convert.
+    assert suite.sb3_log_std_init(-3.29, 1.0, 1.0) == -3.29 and suite.sb3_log_std_init(0.0, 2.0, 2.0) == 0.0
     assert mcc["kwargs"]["max_grad_norm"] == 5.0
     # gSDE where the zoo has it (Pendulum resamples every 4 steps, MountainCarContinuous
     # after each update), not elsewhere.

@@ -32,9 +32,9 @@ def write_demo(path, n=48, seed=0):
     return str(path)
 
 
-def make_trainer(demo, seed=0, **bc):
+def make_trainer(demo, seed=0, action_clip=3.0, **bc):
     settings = replace(
-        small_settings(batch_size=16, buffer_size=64, num_epoch=2),
+        small_settings(batch_size=16, buffer_size=64, num_epoch=2, action_clip=action_clip),
         behavioral_cloning=BehavioralCloningSettings(demo_path=demo, **bc),
     )
     return PPOTrainer("B", SPEC, settings, StatsReporter("B", []), seed)
@@ -65,6 +65,22 @@ def test_bc_clones_the_expert_in_environment_space(trainer):
     # itself to 0.5 would give env actions of 0.17).
     np.testing.assert_allclose(act.env_continuous[:, 0], [w[0][0] for w in want], atol=0.15)
     np.testing.assert_array_equal(act.discrete[:, 0], [w[1][0] for w in want])
+
+
+def test_bc_clones_through_the_policys_action_clip(demo):
+    """With ``action_clip: 1`` the env gets clip(mu, -1, 1): BC must clone mu itself (0.5),
+    not 3 x 0.5 as with ML-Agents' clip, for the env action to be the expert's."""
+    trainer = make_trainer(demo, action_clip=1.0)
+    try:
+        for _ in range(80):
+            trainer.bc.update(step=0)
+        obs = np.array([[1.0, 1.0], [-1.0, -1.0]], np.float32)
+        act = trainer.policy.act([obs], deterministic=True)
+        np.testing.assert_allclose(act.env_continuous[:, 0], [0.5, -0.5], atol=0.15)
+        mean = trainer.policy.session.run(trainer.policy.actor.continuous.mean, {trainer.policy.obs[0]: obs})
+        np.testing.assert_allclose(mean[:, 0], [0.5, -0.5], atol=0.15)
+    finally:
+        trainer.close()
 
 
 def test_bc_learning_rate_decays_linearly_to_zero(demo):

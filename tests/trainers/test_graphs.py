@@ -151,6 +151,34 @@ def test_normalizer_matches_numpy_statistics():
     session.close()
 
 
+def test_policy_update_normalization_merges_trajectories_in_one_compiled_call():
+    """The policy's per-trajectory merge (a `FastCallable`, not ``Session.run``): vector
+    statistics as the closed form above; the visual observation has none and is not fed."""
+    import dataclasses
+
+    settings = small_settings()
+    settings = dataclasses.replace(
+        settings, network_settings=dataclasses.replace(settings.network_settings, normalize=True)
+    )
+    spec = make_spec(0, (2,), vector=3, visual=(20, 20, 1))
+    trainer = make_trainer(spec, settings)
+    policy = trainer.policy
+    rng = np.random.default_rng(5)
+    trajectories = [random_obs(spec, n, rng) for n in (4, 9, 2)]
+    for obs in trajectories:
+        policy.update_normalization([o * 3.0 + 1.0 for o in obs])
+    assert policy._update_normalization is not None and policy._update_normalization.calls == 3
+    norm = next(n for n in policy.normalizers if n is not None)
+    count, mean, m2 = policy.session.run([norm.count, norm.mean, norm.m2])
+    data = np.concatenate([obs[0] * 3.0 + 1.0 for obs in trajectories]).astype(np.float64)
+    n = 1.0 + len(data)
+    exp_mean = data.sum(axis=0) / n
+    assert count == pytest.approx(n)
+    np.testing.assert_allclose(mean, exp_mean, rtol=1e-6)
+    np.testing.assert_allclose(m2, 1.0 + np.sum((data - exp_mean) ** 2, axis=0) + exp_mean**2, rtol=1e-6)
+    trainer.close()
+
+
 def _minibatch(spec, trainer, n, rng):
     obs = random_obs(spec, n, rng)
     info = trainer.policy.act(obs)

@@ -28,7 +28,7 @@ def test_defaults_are_ml_agents_and_bad_values_are_refused(tmp_path):
     hp = PPOSettings()
     assert (hp.beta_final, hp.epsilon_final, hp.max_grad_norm) == (1e-5, 0.1, None)
     assert (hp.advantage_normalization, hp.log_std_init, hp.normalize_reward) == ("buffer", 0.0, False)
-    assert (hp.adam_epsilon, hp.adam_epsilon_placement) == (1e-5, "tf")
+    assert (hp.adam_epsilon, hp.adam_epsilon_placement, hp.action_clip) == (1e-5, "tf", 3.0)
     path = tmp_path / "c.yaml"
     for text, expected in [
         ("max_grad_norm: 0", "hyperparameters.max_grad_norm: expected a number > 0, got 0"),
@@ -37,6 +37,7 @@ def test_defaults_are_ml_agents_and_bad_values_are_refused(tmp_path):
         ("epsilon_final: 1.5", "hyperparameters.epsilon_final: expected a number"),
         ("adam_epsilon: 0", "hyperparameters.adam_epsilon: expected a number"),
         ("adam_epsilon_placement: pytorch", "hyperparameters.adam_epsilon_placement: unknown value 'pytorch'"),
+        ("action_clip: 0", "hyperparameters.action_clip: expected a number > 0, got 0"),
     ]:
         path.write_text(f"behaviors:\n  A:\n    hyperparameters: {{{text}}}\n")
         with pytest.raises(ConfigError) as info:
@@ -143,6 +144,15 @@ def test_normalized_is_over_valid_rows_only():
     assert not normalized(values, np.zeros(4, bool), 1e-8).any()
 
 
+def test_normalized_with_ddof_1_is_torch_unbiased_std():
+    # Stable-Baselines3's (adv - adv.mean()) / (adv.std() + 1e-8), torch's std dividing by n - 1
+    values = np.array([1.0, 2.0, 3.0, 6.0], np.float32)
+    out = normalized(values, np.ones(4, bool), 1e-8, ddof=1)
+    np.testing.assert_allclose(out, (values - 3.0) / np.sqrt(14.0 / 3.0), rtol=1e-6)
+    one = normalized(values, np.array([False, True, False, False]), 1e-8, ddof=1)
+    assert not one.any()  # one row: 0 - mean is 0 (SB3 skips normalising a minibatch of one)
+
+
 @pytest.mark.parametrize("mode", ["buffer", "minibatch", "none"])
 def test_advantage_normalization_modes(mode):
     trainer = _trainer(advantage_normalization=mode, batch_size=16, buffer_size=64, num_epoch=1)
@@ -172,8 +182,8 @@ def test_advantage_normalization_modes(mode):
             np.testing.assert_allclose(everything, np.sort(normalized(raw, np.ones(64, bool), 1e-10)), rtol=1e-5)
         else:
             assert len(fed) == 4
-            for adv in fed:  # each minibatch on its own: mean 0, std 1
-                assert abs(adv.mean()) < 1e-5 and adv.std() == pytest.approx(1.0, rel=1e-5)
+            for adv in fed:  # each minibatch on its own: mean 0, unbiased std 1 (SB3's, torch's)
+                assert abs(adv.mean()) < 1e-5 and adv.std(ddof=1) == pytest.approx(1.0, rel=1e-5)
     finally:
         trainer.close()
 
@@ -187,6 +197,27 @@ def test_initial_log_std_of_continuous_actions():
         with trainer.policy.graph.as_default():
             (log_std,) = [v for v in tf.global_variables() if v.op.name == "policy/continuous/log_std"]
         np.testing.assert_array_equal(trainer.policy.session.run(log_std), [-2.0, -2.0])
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("clip", [3.0, 2.0, 0.5])
+@pytest.mark.parametrize("use_sde", [False, True])
+def test_action_clip_maps_raw_actions_to_the_env(clip, use_sde):
+    """The env receives clip(a, -c, c) / c (ML-Agents: c = 3), sampled and deterministic; a
+    gym Box then scales [-1, 1] by its half width, so c = that width is the raw action in
+    the env's units clipped to its bounds (Stable-Baselines3's mapping)."""
+    trainer = _trainer(spec=make_spec(continuous=2), action_clip=clip, log_std_init=0.7, use_sde=use_sde)
+    try:
+        policy = trainer.policy
+        assert policy.action_clip == clip
+        obs = random_obs(trainer.spec, 256, np.random.default_rng(2))
+        info = policy.act(obs)
+        np.testing.assert_allclose(info.env_continuous, np.clip(info.raw_continuous, -clip, clip) / clip, rtol=1e-6)
+        assert np.any(np.abs(info.raw_continuous) > clip)  # std ~2: some rows are clipped
+        mean = policy.session.run(policy.actor.continuous.mean, {policy.obs[0]: obs[0]})
+        det = policy.act(obs, deterministic=True).env_continuous
+        np.testing.assert_allclose(det, np.clip(mean, -clip, clip) / clip, rtol=1e-6)
     finally:
         trainer.close()
 

@@ -104,6 +104,13 @@ class PPOSettings:
     advantage_normalization: AdvantageNormalization = "buffer"
     """buffer (ML-Agents): over the whole update buffer; minibatch (Stable-Baselines3):
     over each minibatch; none."""
+    action_clip: float = 3.0
+    """Continuous actions reach the environment as ``clip(a, -action_clip, action_clip) /
+    action_clip``, in [-1, 1] (ML-Agents: 3, fixed). A Gymnasium env's Box then scales [-1, 1]
+    to its bounds, so with ``action_clip`` equal to the bounds' half width (Pendulum-v1: 2) a
+    raw action reaches the env in the env's own units, clipped to its bounds: Stable-Baselines3's
+    mapping, where ``log_std_init`` means what the zoo's does. The mean's last layer then works
+    in those units, which changes how fast Adam moves it (README, Benchmarks)."""
     log_std_init: float = 0.0
     """Initial log standard deviation of continuous actions (ML-Agents and
     Stable-Baselines3: 0, a standard deviation of 1; the zoo sets e.g. -2). With
@@ -173,6 +180,7 @@ class PPOSettings:
         _check_number(self, "max_grad_norm", 0.0, low_open=True, optional=True)
         _check_choice(self, "advantage_normalization", ADVANTAGE_NORMALIZATIONS)
         _check_number(self, "log_std_init", -20.0, 2.0)
+        _check_number(self, "action_clip", 0.0, low_open=True)
         _check_bool(self, "normalize_reward")
         _check_bool(self, "pack_sequences")
         _check_bool(self, "update_when_full")

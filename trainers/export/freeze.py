@@ -160,6 +160,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
         actor = build_actor(
             obs, masks, spec, network, cast(Sequence[Optional[Normalizer]], normalizers), policy.squashed,
             memory_in=memory_in, prev_action=prev_action, state_dependent=policy.state_dependent,
+            action_clip=policy.action_clip,
         )
 
         if legacy_names:
@@ -169,7 +170,7 @@ def freeze_actor(policy: Policy, legacy_names: bool = False) -> FrozenActor:
                 gauss = actor.continuous
                 assert gauss is not None  # built for a continuous spec
                 raw = gauss.mean + tf.exp(gauss.log_std) * eps
-                tf.identity(env_continuous(raw), name=names.LEGACY_ACTION)
+                tf.identity(env_continuous(raw, policy.action_clip), name=names.LEGACY_ACTION)
                 per_dim = -0.5 * tf.square(eps) - gauss.log_std - 0.5 * float(np.log(2.0 * np.pi))
                 tf.identity(per_dim, name=names.LEGACY_ACTION_PROBS)
                 shape = action_spec.continuous_size

@@ -218,8 +218,8 @@ class PPOTrainer(Trainer):
         self.behavior_graph.begin_update()  # on a cluster: the weights go there
         for _ in range(hp.num_epoch):
             for minibatch in self.buffer.minibatches(hp.batch_size, self.rng, self.policy.sequence_length, keys):
-                if per_minibatch:  # Stable-Baselines3's normalize_advantage (its epsilon, 1e-8)
-                    adv = normalized(minibatch[ADVANTAGES], minibatch[MASKS] > 0, 1e-8)
+                if per_minibatch:  # Stable-Baselines3's normalize_advantage (its epsilon, 1e-8, torch's unbiased std)
+                    adv = normalized(minibatch[ADVANTAGES], minibatch[MASKS] > 0, 1e-8, ddof=1)
                     minibatch = {**minibatch, ADVANTAGES: adv}
                 feed = prepare_signal_feeds(list(self.signals.values()), minibatch, len(minibatch[MASKS]))
                 run_update = self.optimizer.update_separately if self.separate_signal_updates else self.optimizer.update

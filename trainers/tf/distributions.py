@@ -33,9 +33,10 @@ LOG_STD_MAX = 2.0
 CONTINUOUS_CLIP = 3.0
 
 
-def env_continuous(raw: tf.Tensor) -> tf.Tensor:
-    """``[B, c]`` raw actions -> ``[B, c]`` env actions in [-1, 1]: clip(a, -3, 3) / 3."""
-    return tf.clip_by_value(raw, -CONTINUOUS_CLIP, CONTINUOUS_CLIP) / CONTINUOUS_CLIP
+def env_continuous(raw: tf.Tensor, clip: float = CONTINUOUS_CLIP) -> tf.Tensor:
+    """``[B, c]`` raw actions -> ``[B, c]`` env actions in [-1, 1]: clip(a, -clip, clip) / clip
+    (ML-Agents: 3; PPO's ``action_clip``)."""
+    return tf.clip_by_value(raw, -clip, clip) / clip
 
 
 def squash_log_correction(raw: tf.Tensor) -> tf.Tensor:
@@ -52,13 +53,15 @@ class Gaussian:
         log_std: ``[c]`` (a trainable variable, clipped) or ``[B, c]`` (squashed: a head;
             state-dependent noise: from the noise matrix's std).
         sample: ``[B, c]`` raw sample (unclipped, unsquashed).
-        squashed: the environment receives ``tanh(raw)`` instead of ``clip(raw, -3, 3) / 3``.
+        squashed: the environment receives ``tanh(raw)`` instead of ``clip(raw, -clip, clip) / clip``.
+        clip: see ``squashed`` (PPO's ``action_clip``; ML-Agents' 3).
     """
 
     mean: tf.Tensor
     log_std: tf.Tensor
     sample: tf.Tensor
     squashed: bool = False
+    clip: float = CONTINUOUS_CLIP
 
     def log_prob_per_dim(self, actions: tf.Tensor) -> tf.Tensor:
         """``[B, c]`` raw actions -> ``[B, c]`` log-density of each dimension (of
@@ -90,7 +93,7 @@ class Gaussian:
             # Clipped as well: onnxruntime's float32 tanh returns 1.0000001 for large inputs,
             # and a runtime may reject an action outside [-1, 1].
             return tf.clip_by_value(tf.tanh(raw), -1.0, 1.0)
-        return env_continuous(raw)
+        return env_continuous(raw, self.clip)
 
 
 def build_gaussian(
@@ -102,6 +105,7 @@ def build_gaussian(
     *,
     state_dependent: bool = False,
     sde_noise: Optional[tf.Tensor] = None,
+    action_clip: float = CONTINUOUS_CLIP,
 ) -> Gaussian:
     """Gaussian head on ``encoding`` ``[B, H]`` in scope ``continuous``.
 
@@ -111,9 +115,11 @@ def build_gaussian(
     ``state_dependent`` (PPO's ``use_sde``, see the module docstring): the log std is the
     ``[H, size]`` variable ``sde_log_std``; ``sde_noise`` ``[B, H, size]``: each row's
     standard-normal noise matrix (acting); None: a fresh one per row (the same law).
+    ``action_clip``: the env receives ``clip(raw, -action_clip, action_clip) / action_clip``
+    (not squashed).
     """
     if state_dependent:
-        return _state_dependent_gaussian(encoding, size, log_std_init, sde_noise)
+        return _state_dependent_gaussian(encoding, size, log_std_init, sde_noise, action_clip)
     with tf.variable_scope("continuous"):
         mean = dense(encoding, size, "mu", gain=0.01)
         if squashed:
@@ -125,7 +131,7 @@ def build_gaussian(
     if noise is None:
         noise = tf.random.normal(tf.shape(mean), dtype=mean.dtype)
     sample = mean + tf.exp(log_std) * noise
-    return Gaussian(mean, log_std, sample, squashed)
+    return Gaussian(mean, log_std, sample, squashed, action_clip)
 
 
 #: Stable-Baselines3's gSDE epsilon: added to the variance (keeps its log finite).
@@ -133,7 +139,7 @@ SDE_VARIANCE_EPSILON = 1e-6
 
 
 def _state_dependent_gaussian(
-    encoding: tf.Tensor, size: int, log_std_init: float, sde_noise: Optional[tf.Tensor]
+    encoding: tf.Tensor, size: int, log_std_init: float, sde_noise: Optional[tf.Tensor], action_clip: float
 ) -> Gaussian:
     """gSDE: ``[B, H]`` encoding -> Gaussian with ``[B, size]`` log std (module docstring)."""
     hidden = int(encoding.shape[-1])
@@ -153,7 +159,7 @@ def _state_dependent_gaussian(
     else:
         # z @ (eps * std) per row: [B, H, 1] * [B, H, c] summed over H.
         sample = mean + tf.reduce_sum(tf.expand_dims(latent, 2) * sde_noise * std, axis=1)
-    return Gaussian(mean, log_std, sample)
+    return Gaussian(mean, log_std, sample, clip=action_clip)
 
 
 @dataclass(frozen=True)

@@ -282,6 +282,32 @@ def test_legacy_names_continuous_and_discrete(trainers, tmp_path):
     assert np.all(got["action_probs"][masks == 0] < 1e-6)
 
 
+def test_action_clip_is_exported(tmp_path):
+    """PPO's ``action_clip`` (here 2) is in the exported graphs: the ONNX model's actions are
+    the live policy's, clip(a, -2, 2) / 2, in the current names and the legacy ones."""
+    from trainers.config import PPOSettings
+
+    network = NetworkSettings(hidden_units=16, num_layers=2, activation="tanh")
+    settings = TrainerSettings(hyperparameters=PPOSettings(action_clip=2.0), network_settings=network)
+    spec = SPECS["continuous"]
+    trainer = PPOTrainer("clip", spec, settings, StatsReporter("clip", []), 3)
+    try:
+        randomize(trainer.policy, 3)  # weights of std 0.5: means beyond +-2 on some rows
+        result = export_policy(trainer.policy, str(tmp_path / "v3"), formats=("onnx",))
+        assert result.max_diff <= CHECK_TOLERANCE
+        obs, _, got = run_model(result.onnx_path, "continuous", 64)
+        mean = trainer.policy.session.run(trainer.policy.actor.continuous.mean, dict(zip(trainer.policy.obs, obs)))
+        assert np.any(np.abs(mean) > 2.0) and np.any(np.abs(mean) < 2.0)
+        np.testing.assert_allclose(got["deterministic_continuous_actions"], np.clip(mean, -2, 2) / 2, atol=1e-5)
+        legacy = export_policy(trainer.policy, str(tmp_path / "v2"), formats=("onnx",), legacy_names=True)
+        sess = onnx_session(legacy.onnx_path)
+        zero = np.zeros((64, 2), np.float32)  # epsilon 0: the mean's action
+        (action,) = sess.run(["action"], {"vector_observation": np.concatenate(obs, axis=1), "epsilon": zero})
+        np.testing.assert_allclose(action, np.clip(mean, -2, 2) / 2, atol=1e-5)
+    finally:
+        trainer.close()
+
+
 def test_legacy_visual_input_is_nhwc(tmp_path):
     spec = BehaviorSpec((ObservationSpec((20, 20, 3), "cam", "visual"), ObservationSpec((4,))), ActionSpec(0, (2,)))
     network = NetworkSettings(hidden_units=8, num_layers=1)
