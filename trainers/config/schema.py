@@ -103,7 +103,7 @@ class PPOSettings:
     no clipping (ML-Agents). Stable-Baselines3's PPO: 0.5."""
     advantage_normalization: AdvantageNormalization = "buffer"
     """buffer (ML-Agents): over the whole update buffer; minibatch (Stable-Baselines3):
-    over each minibatch; none."""
+    over each minibatch, with torch's unbiased std as SB3; none."""
     action_clip: float = 3.0
     """Continuous actions reach the environment as ``clip(a, -action_clip, action_clip) /
     action_clip``, in [-1, 1] (ML-Agents: 3, fixed). A Gymnasium env's Box then scales [-1, 1]
