@@ -46,9 +46,9 @@ NAMES = {
     "value_net": "critic/value_extrinsic",
 }
 ACTION_NET = {"discrete": "policy/discrete/branch_0", "continuous": "policy/continuous/mu"}
-# SB3's gSDE matrix of log stds, [latent, actions] on both sides (its plain Gaussian's
-# ``log_std``, [actions], is ours ``policy/continuous/log_sigma``).
-LOG_STD = {"policy/continuous/sde_log_std": "log_std", "policy/continuous/log_sigma": "log_std"}
+# SB3's ``log_std``: gSDE's matrix, [latent, actions] on both sides, or the plain
+# Gaussian's vector, [actions].
+LOG_STD = {"policy/continuous/sde_log_std": "log_std", "policy/continuous/log_std": "log_std"}
 # The suite's PPO tasks with discrete actions or one continuous action (SB3 stores the
 # log-probability summed over action dimensions; ours are per dimension).
 COMPARED = ("CartPole", "Acrobot", "LunarLander", "Pendulum", "MountainCarContinuous")
@@ -125,7 +125,6 @@ class _Replay:
         order = self.orders.pop(0)
         assert len(order) == n, f"SB3 shuffled {len(order)} rows, our buffer holds {n}"
         return order
-
 
 
 def our_side(settings: Any, saved: Dict[str, np.ndarray], iterations: int) -> List[Tuple[str, float, float]]:

@@ -150,7 +150,7 @@ def test_normalized_with_ddof_1_is_torch_unbiased_std():
     out = normalized(values, np.ones(4, bool), 1e-8, ddof=1)
     np.testing.assert_allclose(out, (values - 3.0) / np.sqrt(14.0 / 3.0), rtol=1e-6)
     one = normalized(values, np.array([False, True, False, False]), 1e-8, ddof=1)
-    assert not one.any()  # one row: 0 - mean is 0 (SB3 skips normalising a minibatch of one)
+    assert not one.any()  # one valid row: x - mean = 0 (SB3 leaves a one-row minibatch as it is)
 
 
 @pytest.mark.parametrize("mode", ["buffer", "minibatch", "none"])
