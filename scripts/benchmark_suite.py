@@ -276,7 +276,7 @@ def action_half_range(env_id: str, env_kwargs: Dict[str, Any]) -> Optional[float
     return float(mapping.half[0])
 
 
-def sb3_log_std_init(ours: float, half_range: Optional[float], action_clip: float = 3.0) -> float:
+def sb3_log_std_init(ours: float, half_range: Optional[float], action_clip: float) -> float:
     """SB3's ``log_std_init`` for ours: the same initial standard deviation in the env's units.
 
     Our continuous actions reach a gym env as ``clip(a, -c, c) / c`` rescaled to its bounds

@@ -72,7 +72,8 @@ def normalized(values: np.ndarray, valid: np.ndarray, epsilon: float, ddof: int 
     unbiased std (torch's ``Tensor.std``, Stable-Baselines3's); with one valid row, std 0.
 
     Called per minibatch with ``advantage_normalization: minibatch``, so the usual case (every
-    row valid) takes no boolean indexing: ~12 us for 64 rows against ~31 with ``np.std``.
+    row valid) takes no boolean indexing and no second pass for the mean (README, "Figures
+    behind choices in the code").
     """
     every = bool(valid.all())
     if not every and not valid.any():

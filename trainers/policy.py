@@ -336,6 +336,14 @@ class Policy:
         hp = self.settings.hyperparameters
         return hp.action_clip if isinstance(hp, PPOSettings) else CONTINUOUS_CLIP
 
+    def to_env(self, raw: tf.Tensor) -> tf.Tensor:
+        """``[B, c]`` raw continuous actions -> what the env receives, in [-1, 1] (the actor's
+        mapping: ``action_clip``'s clip, or SAC's tanh); for graphs built on other inputs
+        (the reward signals' features)."""
+        gaussian = self.actor.continuous
+        assert gaussian is not None, "to_env needs continuous actions"
+        return gaussian.to_env(raw)
+
     @property
     def state_dependent(self) -> bool:
         """PPO's ``use_sde`` with continuous actions: state-dependent exploration noise."""
@@ -583,8 +591,9 @@ class Policy:
 
     def update_normalization(self, obs: Sequence[np.ndarray]) -> None:
         """Merges a trajectory's vector observations (each ``[T, size]``) into the running
-        statistics, in one run (a `FastCallable`: ``Session.run`` with a feed dict cost
-        ~0.4 ms a trajectory, a third of Acrobot's trajectory processing)."""
+        statistics, in one run: a `FastCallable`, as every per-trajectory and per-step run
+        (``Session.run`` with a feed dict costs several times more: README, "Figures behind
+        choices in the code")."""
         present = [(n, o) for n, o in zip(self.normalizers, obs) if n is not None]
         if not present:
             return

@@ -119,8 +119,8 @@ def test_sb3_spec_of_the_zoo_configs() -> None:
     assert pendulum["kwargs"]["policy_kwargs"]["log_std_init"] == pytest.approx(0.0, abs=1e-5)
     assert suite.action_half_range("Pendulum-v1", {}) == 2.0
     assert suite.action_half_range("CartPole-v1", {}) is None
-    assert suite.sb3_log_std_init(0.0, 3.0) == 0.0 and suite.sb3_log_std_init(0.5, None) == 0.5
-    assert suite.sb3_log_std_init(math.log(1.5), 2.0) == pytest.approx(0.0)
+    assert suite.sb3_log_std_init(0.0, 3.0, 3.0) == 0.0 and suite.sb3_log_std_init(0.5, None, 3.0) == 0.5
+    assert suite.sb3_log_std_init(math.log(1.5), 2.0, 3.0) == pytest.approx(0.0)
     # With action_clip equal to the half range the mappings are one: nothing to convert.
     assert suite.sb3_log_std_init(-3.29, 1.0, 1.0) == -3.29 and suite.sb3_log_std_init(0.0, 2.0, 2.0) == 0.0
     assert mcc["kwargs"]["max_grad_norm"] == 5.0

@@ -12,6 +12,7 @@ from trainers.exceptions import ConfigError
 from trainers.fields import ADVANTAGES, MASKS
 from trainers.ppo.reward_scale import CLIP_REWARD, RewardScale
 from trainers.ppo.trainer import PPOTrainer
+from trainers.reward_signals._features import action_features
 from trainers.stats import StatsReporter
 from trainers.tf import tf
 from trainers.tf.towers import OptimizerGroup, TowerOutput, build_towers
@@ -218,6 +219,14 @@ def test_action_clip_maps_raw_actions_to_the_env(clip, use_sde):
         mean = policy.session.run(policy.actor.continuous.mean, {policy.obs[0]: obs[0]})
         det = policy.act(obs, deterministic=True).env_continuous
         np.testing.assert_allclose(det, np.clip(mean, -clip, clip) / clip, rtol=1e-6)
+        # The reward signals (GAIL, curiosity) map the policy's raw actions the same way.
+        raw = np.array([[4.0, -0.25], [-4.0, 0.3]], np.float32)
+        with tf.Graph().as_default():  # (the policy's graph is finalised; the mapping has no variables)
+            ph = tf.placeholder(tf.float32, [None, 2])
+            features = action_features(trainer.spec.action_spec, ph, None, policy.to_env)
+            with tf.Session() as session:
+                got = session.run(features, {ph: raw})
+        np.testing.assert_allclose(got, np.clip(raw, -clip, clip) / clip, rtol=1e-6)
     finally:
         trainer.close()
 

@@ -8,13 +8,12 @@ the same thing; discrete actions become one-hot rows, one block per branch.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envs.base_env import ActionSpec, BehaviorSpec
 from trainers.fields import CONTINUOUS_ACTION, DISCRETE_ACTION
 from trainers.config import NetworkSettings
 from trainers.tf import tf
-from trainers.tf.distributions import env_continuous
 from trainers.tf.normalizer import Normalizer
 
 if TYPE_CHECKING:
@@ -85,22 +84,21 @@ def action_features(
     action_spec: ActionSpec,
     continuous: Optional[tf.Tensor],
     discrete: Optional[tf.Tensor],
-    raw_continuous: bool,
-    squashed: bool = False,
+    to_env: Optional[Callable[[tf.Tensor], tf.Tensor]],
 ) -> tf.Tensor:
     """``[B, c + sum(branches)]`` float32: env-space continuous actions, then one-hot branches.
 
     Args:
-        continuous: ``[B, c]``; the policy's raw sample when ``raw_continuous`` (mapped to
-            ``clip(a, -3, 3) / 3``, or ``tanh(a)`` when ``squashed``: SAC's actor), else
-            already in environment space (demo actions).
+        continuous: ``[B, c]``; the policy's raw sample, mapped by ``to_env`` (`Policy.to_env`:
+            ``clip(a, -c, c) / c`` with PPO's ``action_clip``, or SAC's tanh), or with
+            ``to_env`` None already in environment space (demo actions).
         discrete: ``[B, b]`` int32.
     """
     parts = []
     if action_spec.is_continuous:
         assert continuous is not None
-        if raw_continuous:
-            continuous = tf.tanh(continuous) if squashed else env_continuous(continuous)
+        if to_env is not None:
+            continuous = to_env(continuous)
         parts.append(continuous)
     if action_spec.is_discrete:
         assert discrete is not None

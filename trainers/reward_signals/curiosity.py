@@ -111,9 +111,7 @@ class CuriosityRewardSignal(RewardSignal):
         with tf.variable_scope(self.name, reuse=tf.AUTO_REUSE):
             phi = build_body(obs, spec.observation_specs, self._network, self._normalizers, "encoder")
             phi_next = build_body(next_obs, spec.observation_specs, self._network, self._normalizers, "encoder")
-            actions = action_features(
-                action_spec, continuous, discrete, raw_continuous=True, squashed=self.policy.squashed
-            )
+            actions = action_features(action_spec, continuous, discrete, self.policy.to_env)
 
             with tf.variable_scope("inverse"):
                 hidden = dense(tf.concat([phi, phi_next], axis=1), MODEL_UNITS, "hidden", swish)

@@ -157,8 +157,8 @@ class GAILRewardSignal(RewardSignal):
             return None
         assert done is not None
         act = action_features(
-            self._action_spec, actions.get(CONTINUOUS_ACTION), actions.get(DISCRETE_ACTION), raw_continuous,
-            squashed=self.policy.squashed,
+            self._action_spec, actions.get(CONTINUOUS_ACTION), actions.get(DISCRETE_ACTION),
+            self.policy.to_env if raw_continuous else None,
         )
         return tf.concat([act, done[:, None]], axis=1)
 
